@@ -3,7 +3,8 @@
 Jupyter Book keys its execution cache on a page's code cells only, so a
 change to the package under ``src/`` would leave stale outputs. This script
 hashes the package; when the hash differs from the one recorded after the
-last successful run, the cache is cleared first. The pages listed in
+last successful run, the cache and Sphinx's saved environment are cleared
+first, so every page is executed and read again. The pages listed in
 ``_toc.yml`` are then executed (those whose code cells are already cached
 are skipped), ``--jobs`` at a time, with the same reader myst-nb uses, so
 ``jupyter-book build`` finds every page in the cache.
@@ -24,14 +25,12 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "_build" / ".jupyter_cache"
 READER = {"name": "myst_nb_md", "type": "plugin"}
 
 
-def toc_pages(toc_file: Path) -> list[Path]:
+def toc_pages(root: Path) -> list[Path]:
     """Return the pages of ``_toc.yml`` that are notebooks, in order."""
-    toc = yaml.safe_load(toc_file.read_text())
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
     files: list[str] = [toc["root"]]
 
     def walk(node: object) -> None:
@@ -47,27 +46,37 @@ def toc_pages(toc_file: Path) -> list[Path]:
     walk({k: v for k, v in toc.items() if k != "root"})
     pages = []
     for name in files:
-        path = ROOT / (name if name.endswith(".md") else f"{name}.md")
+        path = root / (name if name.endswith(".md") else f"{name}.md")
         if "kernelspec:" in path.read_text().split("\n---", 1)[0]:
             pages.append(path)
     return pages
 
 
-def package_hash() -> str:
+def package_hash(root: Path) -> str:
     """Hash the package sources and the project's dependencies."""
     digest = hashlib.sha256()
-    paths = sorted((ROOT / "src").rglob("*.py")) + [ROOT / "pyproject.toml"]
+    paths = sorted((root / "src").rglob("*.py"))
+    paths += [p for p in [root / "pyproject.toml"] if p.exists()]
     for path in paths:
-        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path(__file__).resolve().parents[1],
+        help="the book's root folder (holding _toc.yml)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
-        "--hash-file", type=Path, default=ROOT / "_build" / ".package-hash"
+        "--hash-file",
+        type=Path,
+        default=None,
+        help="where the package hash is kept (_build/.package-hash)",
     )
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
@@ -79,17 +88,24 @@ def main() -> int:
     from jupyter_cache.executors.utils import single_nb_execution
     from myst_nb.core.read import myst_nb_reader_plugin
 
-    current = package_hash()
+    root = args.root.resolve()
+    cache_dir = root / "_build" / ".jupyter_cache"
+    hash_file = args.hash_file or root / "_build" / ".package-hash"
+    current = package_hash(root)
     recorded = (
-        args.hash_file.read_text().strip() if args.hash_file.exists() else ""
+        hash_file.read_text().strip() if hash_file.exists() else ""
     )
-    if recorded != current and CACHE.exists():
-        print("package changed since the last execution: clearing the cache")
-        shutil.rmtree(CACHE)
+    if recorded != current:
+        # Sphinx would not re-read pages whose source is unchanged, so its
+        # saved environment goes with the execution cache.
+        for stale in (cache_dir, root / "_build" / ".doctrees"):
+            if stale.exists():
+                print(f"package changed: removing {stale.relative_to(root)}")
+                shutil.rmtree(stale)
 
-    cache = get_cache(str(CACHE))
+    cache = get_cache(str(cache_dir))
     todo = []
-    for page in toc_pages(ROOT / "_toc.yml"):
+    for page in toc_pages(root):
         # The reader myst-nb uses, so the build matches these cache entries.
         notebook = myst_nb_reader_plugin(str(page))
         try:
@@ -107,7 +123,7 @@ def main() -> int:
             allow_errors=False,
             meta_override=True,
         )
-        name = page.relative_to(ROOT)
+        name = page.relative_to(root)
         status = "FAILED" if result.err else "ok"
         print(f"  {status:6s} {result.time:6.1f} s  {name}", flush=True)
         return page, notebook, result
@@ -133,10 +149,10 @@ def main() -> int:
         for page, trace in failed:
             print(f"\nFAILED: {page}\n{trace}", file=sys.stderr)
         return 1
-    args.hash_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.hash_file.with_suffix(".tmp")
+    hash_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = hash_file.with_suffix(".tmp")
     tmp.write_text(current + "\n")
-    tmp.replace(args.hash_file)
+    tmp.replace(hash_file)
     return 0
 
 

@@ -1,0 +1,140 @@
+"""The build machinery: a raising cell fails the build; no stale pages.
+
+Each test builds a throwaway book in a temporary folder with the project's
+own ``_config.yml`` and ``scripts/execute_pages.py``, exactly as
+``make book`` does (pre-execute into the cache, then ``jupyter-book build``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+    format_version: 0.13
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A throwaway page
+
+"""
+
+
+def make_book(root: Path, code: str) -> Path:
+    """Lay out a one-page book whose single code cell is ``code``."""
+    (root / "book").mkdir(parents=True, exist_ok=True)
+    (root / "scripts").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "_config.yml", root)
+    shutil.copy(ROOT / "references.bib", root)
+    shutil.copy(ROOT / "scripts" / "execute_pages.py", root / "scripts")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    write_page(root, code)
+    return root
+
+
+def write_page(root: Path, code: str) -> None:
+    page = HEADER + "```{code-cell} ipython3\n" + code + "\n```\n"
+    (root / "book" / "page.md").write_text(page)
+
+
+def execute(root: Path) -> subprocess.CompletedProcess:
+    """Pre-execute the pages as `make book` does."""
+    return subprocess.run(
+        [sys.executable, "scripts/execute_pages.py", "--jobs", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+
+
+def build(root: Path) -> subprocess.CompletedProcess:
+    """`jupyter-book build .` with the project's configuration."""
+    return subprocess.run(
+        [str(BIN / "jupyter-book"), "build", ".", "--path-output", "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+
+
+def make_book_command(root: Path) -> int:
+    """Both steps of `make book`; the exit status of the first failure."""
+    first = execute(root)
+    if first.returncode != 0:
+        return first.returncode
+    return build(root).returncode
+
+
+def page_html(root: Path) -> str:
+    return (root / "_build" / "html" / "book" / "page.html").read_text()
+
+
+RAISES = 'raise RuntimeError("this cell is broken")'
+
+
+def test_raising_cell_fails_a_clean_build(tmp_path):
+    root = make_book(tmp_path, RAISES)
+    # jupyter-book alone, without the pre-execution step.
+    result = build(root)
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "this cell is broken" in result.stdout + result.stderr
+    # And the pre-execution step of `make book` stops first.
+    shutil.rmtree(root / "_build")
+    result = execute(root)
+    assert result.returncode != 0
+    assert "this cell is broken" in result.stderr
+
+
+def test_raising_cell_fails_a_rebuild(tmp_path):
+    root = make_book(tmp_path, 'print("fine")')
+    assert make_book_command(root) == 0
+    assert "fine" in page_html(root)
+    write_page(root, RAISES)
+    assert make_book_command(root) != 0
+    # jupyter-book on its own, with the earlier cache in place, fails too.
+    assert build(root).returncode != 0
+    # A second rebuild does not hide the failure either.
+    assert make_book_command(root) != 0
+
+
+def test_package_change_reexecutes_pages(tmp_path):
+    code = (
+        "import sys\n"
+        'sys.path.insert(0, "../src")\n'
+        "import pkgx\n"
+        'print(f"value={pkgx.VALUE}")'
+    )
+    root = make_book(tmp_path, code)
+    pkg = root / "src" / "pkgx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("VALUE = 'first'\n")
+    assert make_book_command(root) == 0
+    assert "value=first" in page_html(root)
+
+    (pkg / "__init__.py").write_text("VALUE = 'second'\n")
+    # The page's code cells did not change, so jupyter-book's own cache
+    # serves the old output: the stale page this project guards against.
+    assert build(root).returncode == 0
+    assert "value=first" in page_html(root)
+    # `make book` notices the package changed and re-executes.
+    assert make_book_command(root) == 0
+    assert "value=second" in page_html(root)
+    # Nothing changed since: the next run executes nothing.
+    result = execute(root)
+    assert result.returncode == 0
+    assert "0 page(s) to execute" in result.stdout
