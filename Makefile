@@ -12,7 +12,7 @@ SRC_HASH := $(BUILD)/.package-hash
 JOBS ?= 2
 PORT ?= 8000
 
-.PHONY: help install book book-strict execute test unit lint browser serve \
+.PHONY: help install book book-strict execute test unit lint slow serve \
 	clean benchmark
 
 help:
@@ -52,10 +52,12 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
-browser: $(STAMP)
+# The build machinery, a clean `pip install .`, and the browser check of
+# the site built by book-strict.
+slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-test: lint unit book-strict browser
+test: lint unit book-strict slow
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "run 'make book' first"; exit 1; }

@@ -1,0 +1,167 @@
+"""The built site in a real browser: Chromium driven by Playwright.
+
+The site in ``_build/html`` (or ``$BOOK_HTML``) is served on 127.0.0.1 and
+every request to any other host is blocked, so a page that needs a CDN
+(MathJax, fonts, scripts) fails here. Run after ``make book``;
+``make test`` runs it after the strict build. It never skips: a missing
+Chromium or a missing site is a failure that says what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+# sphinx-thebe declares the same identifier twice on every page; the error
+# is harmless (thebe only starts when a reader asks for a live kernel).
+HARMLESS = [re.compile(r"Identifier '\w+' has already been declared")]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    if not (SITE / "book" / "intro.html").exists():
+        pytest.fail(f"no built site in {SITE}: run 'make book' first")
+    handler = functools.partial(QuietHandler, directory=str(SITE))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"Chromium is missing at {CHROMIUM}: install Debian's package "
+            "('apt-get update && apt-get install -y chromium'), or set "
+            "CHROMIUM to its path. The browser check does not skip."
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - installed by the test extra
+        pytest.fail("playwright is missing: pip install -e '.[test]'")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=LAUNCH_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """A browser page that records console errors and blocked requests."""
+
+    def __init__(self, browser, base_url: str) -> None:
+        self.base_url = base_url
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.errors: list[str] = []
+        self.blocked: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def _route(self, route) -> None:
+        host = urlparse(route.request.url).hostname
+        if host in ("127.0.0.1", None):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def goto(self, path: str) -> None:
+        self.page.goto(f"{self.base_url}/{path}", wait_until="load")
+
+    def real_errors(self) -> list[str]:
+        return [
+            e for e in self.errors if not any(p.search(e) for p in HARMLESS)
+        ]
+
+
+@pytest.fixture
+def visit(browser, site_url):
+    v = Visit(browser, site_url)
+    yield v
+    v.context.close()
+
+
+def test_intro_loads_cleanly_with_figure_and_math(visit):
+    visit.goto("book/intro.html")
+    page = visit.page
+    assert "Transformers" in page.title()
+    # MathJax is served by the site itself and typesets the page.
+    page.wait_for_selector("mjx-container", timeout=20_000)
+    assert page.locator("mjx-container").count() >= 3
+    mathjax = page.evaluate(
+        "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
+    )
+    assert mathjax and all(src.startswith(visit.base_url) for src in mathjax)
+    # The figure drawn by the page's code has loaded.
+    figures = page.locator(".cell_output img")
+    assert figures.count() >= 1
+    widths = figures.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
+    assert all(w > 0 for w in widths), widths
+    # Glued numbers made it into the prose.
+    assert page.locator("span.pasted-text").count() >= 5
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "intro.png"), full_page=True)
+    assert visit.real_errors() == []
+    assert visit.blocked == [], "the page asked for off-site resources"
+
+
+def test_citation_resolves_to_bibliography(visit):
+    visit.goto("book/intro.html")
+    link = visit.page.locator("a[href*='bibliography.html#id']").first
+    href = link.get_attribute("href")
+    assert href and "#" in href
+    link.click()
+    visit.page.wait_for_load_state("load")
+    anchor = href.split("#", 1)[1]
+    entry = visit.page.locator(f"[id='{anchor}']")
+    assert entry.count() == 1
+    text = entry.locator("xpath=ancestor-or-self::*[self::div or self::dd or self::li][1]").first.inner_text()
+    assert text.strip() != ""
+    assert visit.page.get_by_text("Attention Is All You Need").count() >= 1
+    assert visit.real_errors() == []
+
+
+def test_search_finds_intro(visit):
+    visit.goto("search.html?q=peaked")
+    results = visit.page.locator("#search-results a")
+    results.first.wait_for(timeout=20_000)
+    hrefs = results.evaluate_all("links => links.map(a => a.href)")
+    assert any("book/intro.html" in h for h in hrefs), hrefs
+    assert visit.real_errors() == []
