@@ -166,3 +166,28 @@ def test_search_finds_intro(visit):
     hrefs = results.evaluate_all("links => links.map(a => a.href)")
     assert any("book/intro.html" in h for h in hrefs), hrefs
     assert visit.real_errors() == []
+
+
+def test_missing_chromium_fails_and_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CHROMIUM=str(tmp_path / "no-chromium"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_search_finds_intro",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode != 0
+    assert "apt-get install -y chromium" in result.stdout
+    assert "skipped" not in result.stdout.splitlines()[-1]
