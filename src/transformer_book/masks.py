@@ -1,0 +1,290 @@
+"""Attention masks: one convention for the whole package.
+
+A **boolean** mask is ``True`` where a query may attend to a key, as in
+:func:`torch.nn.functional.scaled_dot_product_attention`. A **float** mask
+is an additive bias on the attention scores (how ALiBi and relative
+position biases enter); a key is *disallowed* by a float mask when its bias
+is the dtype's minimum (or ``-inf``). Masks broadcast against scores of
+shape ``(B, H, Lq, Lk)``: a causal mask is ``(Lq, Lk)``, a padding mask is
+``(B, 1, 1, Lk)``.
+
+PyTorch's ``nn.MultiheadAttention`` and ``nn.Transformer*`` read boolean
+masks the other way round (``True`` = blocked); code that calls them passes
+``~mask``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "broadcast_mask",
+    "causal_mask",
+    "check_mask_dtype",
+    "disallowed_rows",
+    "mask_to_bias",
+    "merge_masks",
+    "padding_mask",
+]
+
+
+def causal_mask(
+    size: int,
+    *,
+    key_size: int | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Boolean mask that lets position ``i`` attend to positions ``<= i``.
+
+    Args:
+        size: number of queries ``Lq``.
+        key_size: number of keys ``Lk``; ``size`` when ``None``. With
+            ``Lq != Lk`` the mask is aligned at the top left, as
+            ``is_causal=True`` in PyTorch's SDPA: query ``i`` sees keys
+            ``0..i``.
+        device: device of the mask.
+
+    Shape:
+        returns ``(Lq, Lk)``.
+
+    Returns:
+        ``True`` on and below the diagonal.
+
+    Raises:
+        TypeError: if ``size`` or ``key_size`` is not an int.
+        ValueError: if ``size`` or ``key_size`` is negative.
+    """
+    _check_size("size", size)
+    if key_size is None:
+        key_size = size
+    _check_size("key_size", key_size)
+    ones = torch.ones(size, key_size, dtype=torch.bool, device=device)
+    return torch.tril(ones)
+
+
+def padding_mask(
+    lengths: Tensor | Sequence[int], max_len: int | None = None
+) -> Tensor:
+    """Boolean mask that hides the padding at the end of each sequence.
+
+    Args:
+        lengths: the true length of each sequence in the batch.
+        max_len: the padded length ``Lk``; ``max(lengths)`` when ``None``.
+
+    Shape:
+        - lengths: ``(B,)``.
+        - returns ``(B, 1, 1, max_len)``, which broadcasts over heads and
+          queries.
+
+    Returns:
+        ``True`` for real tokens, ``False`` for padding.
+
+    Raises:
+        TypeError: if ``lengths`` does not hold integers.
+        ValueError: if ``lengths`` is not 1-D, holds a negative value or a
+            value above ``max_len``.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise TypeError(
+            f"lengths must hold integers, got dtype {lengths.dtype}"
+        )
+    if lengths.ndim != 1:
+        raise ValueError(
+            f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}"
+        )
+    if lengths.numel() and int(lengths.min()) < 0:
+        raise ValueError(
+            f"lengths must be non-negative, got min {int(lengths.min())}"
+        )
+    longest = int(lengths.max()) if lengths.numel() else 0
+    if max_len is None:
+        max_len = longest
+    _check_size("max_len", max_len)
+    if longest > max_len:
+        raise ValueError(
+            f"max_len={max_len} is shorter than the longest length "
+            f"{longest} in lengths"
+        )
+    positions = torch.arange(max_len, device=lengths.device)
+    mask = positions < lengths[:, None]  # (B, max_len)
+    return mask[:, None, None, :]  # (B, 1, 1, max_len)
+
+
+def check_mask_dtype(mask: Tensor, name: str = "attn_mask") -> None:
+    """Raise unless ``mask`` is a boolean or floating-point tensor.
+
+    Args:
+        mask: the mask to check.
+        name: the argument name used in the error message.
+
+    Raises:
+        TypeError: if ``mask`` is not a tensor, or is neither bool nor float.
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"{name} must be a Tensor or None, got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be a bool mask (True = may attend) or a float "
+            f"bias, got dtype {mask.dtype}"
+        )
+
+
+def broadcast_mask(
+    mask: Tensor, shape: Sequence[int], *, name: str = "attn_mask"
+) -> Tensor:
+    """Check that ``mask`` broadcasts to ``shape`` and expand it there.
+
+    Args:
+        mask: a boolean or float mask.
+        shape: the shape of the attention scores, usually
+            ``(B, H, Lq, Lk)``.
+        name: the argument name used in error messages.
+
+    Shape:
+        - mask: any shape that broadcasts to ``shape`` (``(Lq, Lk)``,
+          ``(B, 1, 1, Lk)``, ``(B, 1, Lq, Lk)``, ``(B, H, Lq, Lk)``, ...).
+        - returns ``shape`` (an expanded view, no copy).
+
+    Returns:
+        The mask expanded to ``shape``.
+
+    Raises:
+        TypeError: if ``mask`` is neither bool nor float.
+        ValueError: if ``mask`` does not broadcast to ``shape``.
+    """
+    check_mask_dtype(mask, name)
+    shape = tuple(int(s) for s in shape)
+    trailing = shape[len(shape) - mask.ndim :]
+    fits = mask.ndim <= len(shape) and all(
+        m in (1, s) for m, s in zip(mask.shape, trailing, strict=True)
+    )
+    if not fits:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the "
+            f"attention scores of shape {shape} (B, H, Lq, Lk); use "
+            f"(Lq, Lk), (B, 1, 1, Lk), (B, 1, Lq, Lk) or (B, H, Lq, Lk)"
+        )
+    return mask.expand(shape)
+
+
+def mask_to_bias(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Turn a mask into an additive float bias.
+
+    A boolean mask becomes 0 where attention is allowed and the dtype's
+    minimum where it is not (never ``-1e9``, which is not small enough in
+    float64 and overflows in float16). A float mask is cast to ``dtype``,
+    with ``-inf`` raised to the minimum so that sums stay finite.
+
+    Args:
+        mask: a boolean or float mask.
+        dtype: a floating dtype; the mask's own (or the default) when
+            ``None``.
+
+    Returns:
+        A float tensor of the mask's shape.
+
+    Raises:
+        TypeError: if ``mask`` is neither bool nor float, or ``dtype`` is not
+            floating.
+    """
+    check_mask_dtype(mask, "mask")
+    if dtype is None:
+        dtype = (
+            mask.dtype
+            if mask.dtype.is_floating_point
+            else torch.get_default_dtype()
+        )
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype must be floating, got {dtype}")
+    low = torch.finfo(dtype).min
+    if mask.dtype == torch.bool:
+        bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        return bias.masked_fill(~mask, low)
+    return mask.to(dtype).clamp_min(low)
+
+
+def merge_masks(*masks: Tensor | None) -> Tensor | None:
+    """Combine several masks into one.
+
+    Boolean masks combine by AND (a key is allowed only if every mask
+    allows it). Float biases add. A mix of the two gives a float bias in
+    which every key that a boolean mask blocks holds the dtype's minimum;
+    sums are clamped at the minimum, so two blocked entries never overflow
+    to ``-inf``.
+
+    Args:
+        *masks: boolean or float masks, or ``None`` (ignored). Shapes must
+            broadcast together.
+
+    Returns:
+        The merged mask of the broadcast shape, or ``None`` when every
+        argument is ``None``.
+
+    Raises:
+        TypeError: if a mask is neither bool nor float.
+        ValueError: if the shapes do not broadcast together.
+    """
+    present = [m for m in masks if m is not None]
+    for index, m in enumerate(present):
+        check_mask_dtype(m, f"masks[{index}]")
+    if not present:
+        return None
+    try:
+        torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError as err:
+        shapes = ", ".join(str(tuple(m.shape)) for m in present)
+        raise ValueError(
+            f"masks of shapes {shapes} do not broadcast together"
+        ) from err
+    floats = [m for m in present if m.dtype.is_floating_point]
+    if not floats:
+        merged = present[0]
+        for m in present[1:]:
+            merged = merged & m
+        return merged
+    dtype = floats[0].dtype
+    for m in floats[1:]:
+        dtype = torch.promote_types(dtype, m.dtype)
+    low = torch.finfo(dtype).min
+    merged = mask_to_bias(present[0], dtype)
+    for m in present[1:]:
+        merged = (merged + mask_to_bias(m, dtype)).clamp_min(low)
+    return merged
+
+
+def disallowed_rows(mask: Tensor) -> Tensor:
+    """Find the query rows of a mask that allow no key at all.
+
+    Attention over such a row has nothing to average; the package returns
+    zeros for it instead of the NaN that ``softmax`` of ``-inf`` gives.
+
+    Args:
+        mask: a boolean mask (``False`` = blocked) or a float bias (the
+            dtype's minimum or ``-inf`` = blocked).
+
+    Shape:
+        - mask: ``(..., Lq, Lk)``.
+        - returns ``(..., Lq, 1)``.
+
+    Returns:
+        ``True`` for rows in which every key is blocked.
+    """
+    check_mask_dtype(mask, "mask")
+    if mask.dtype == torch.bool:
+        allowed = mask
+    else:
+        allowed = mask > torch.finfo(mask.dtype).min
+    return ~allowed.any(dim=-1, keepdim=True)
+
+
+def _check_size(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be non-negative")

@@ -1,0 +1,503 @@
+"""Attention: equal to PyTorch, both paths agree, masks, errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_book.attention import (
+    MultiHeadAttention,
+    explicit_attention,
+    fused_attention_enabled,
+    scaled_dot_product_attention,
+)
+from transformer_book.masks import causal_mask, mask_to_bias, padding_mask
+
+F64 = torch.float64
+MASK_KINDS = ("none", "bool", "float", "padding", "causal", "causal+padding")
+
+
+def _random_config(rng: random.Random) -> dict:
+    num_heads = rng.choice([1, 2, 3, 4])
+    return dict(
+        num_heads=num_heads,
+        d_model=num_heads * rng.choice([2, 4, 5, 8]),
+        batch=rng.randint(1, 3),
+        lq=rng.randint(1, 6),
+        lk=rng.randint(1, 7),
+        batch_first=rng.random() < 0.5,
+        bias=rng.random() < 0.5,
+        self_attention=rng.random() < 0.4,
+    )
+
+
+def _masks(kind: str, batch: int, lq: int, lk: int, gen: torch.Generator):
+    """Our mask, and (attn_mask, key_padding_mask) for nn.MHA."""
+    lengths = torch.randint(1, lk + 1, (batch,), generator=gen)
+    pad = padding_mask(lengths, max_len=lk)  # (B, 1, 1, Lk)
+    causal = causal_mask(lq, key_size=lk)
+    if kind == "none":
+        return None, False, None, None
+    if kind == "bool":
+        allowed = torch.rand(lq, lk, generator=gen) < 0.7
+        allowed[:, 0] = True  # keep a key per row: PyTorch gives NaN else
+        # nn.MultiheadAttention reads True as "blocked": pass ~mask.
+        return allowed, False, ~allowed, None
+    if kind == "float":
+        bias = torch.randn(lq, lk, generator=gen, dtype=F64)
+        return bias, False, bias, None
+    if kind == "padding":
+        # PyTorch's key_padding_mask is (B, Lk) with True = padding.
+        return pad, False, None, ~pad[:, 0, 0]
+    if kind == "causal":
+        return None, True, ~causal, None
+    if kind == "causal+padding":
+        return pad, True, ~causal, ~pad[:, 0, 0]
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_torch_multihead_attention(seed):
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    cfg = _random_config(rng)
+    b, lq, lk = cfg["batch"], cfg["lq"], cfg["lk"]
+    if cfg["self_attention"]:
+        lk = lq
+    torch.manual_seed(seed)
+    theirs = nn.MultiheadAttention(
+        cfg["d_model"],
+        cfg["num_heads"],
+        bias=cfg["bias"],
+        batch_first=cfg["batch_first"],
+        dtype=F64,
+    )
+    if cfg["bias"]:  # PyTorch zeroes biases at init: make them matter
+        with torch.no_grad():
+            theirs.in_proj_bias.normal_(generator=gen)
+            theirs.out_proj.bias.normal_(generator=gen)
+    ours = MultiHeadAttention.from_torch(theirs)
+    query = torch.randn(b, lq, cfg["d_model"], dtype=F64, generator=gen)
+    if cfg["self_attention"]:
+        key = value = query
+    else:
+        key = torch.randn(b, lk, cfg["d_model"], dtype=F64, generator=gen)
+        value = torch.randn(b, lk, cfg["d_model"], dtype=F64, generator=gen)
+
+    def seq_first(x):
+        return x if cfg["batch_first"] else x.transpose(0, 1)
+
+    for kind in MASK_KINDS:
+        mask, is_causal, t_mask, t_pad = _masks(kind, b, lq, lk, gen)
+        expected, expected_w = theirs(
+            seq_first(query),
+            seq_first(key),
+            seq_first(value),
+            attn_mask=t_mask,
+            key_padding_mask=t_pad,
+            need_weights=True,
+            average_attn_weights=False,
+        )
+        expected = seq_first(expected)
+        out, weights = ours(
+            query, key, value, mask, is_causal=is_causal, need_weights=True
+        )
+        fused = ours(query, key, value, mask, is_causal=is_causal)
+        assert out.shape == (b, lq, cfg["d_model"])
+        assert weights.shape == (b, cfg["num_heads"], lq, lk)
+        torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(fused, expected, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(weights, expected_w, rtol=1e-10, atol=1e-12)
+        _, averaged = theirs(
+            seq_first(query),
+            seq_first(key),
+            seq_first(value),
+            attn_mask=t_mask,
+            key_padding_mask=t_pad,
+        )
+        torch.testing.assert_close(
+            weights.mean(1), averaged, rtol=1e-10, atol=1e-12
+        )
+
+
+def test_gradients_match_torch():
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(12, 3, batch_first=True, dtype=F64)
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.randn(2, 5, 12, dtype=F64, requires_grad=True)
+    y = x.detach().clone().requires_grad_(True)
+    theirs(x, x, x, need_weights=False)[0].pow(2).sum().backward()
+    ours(y, y, y).pow(2).sum().backward()
+    torch.testing.assert_close(y.grad, x.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        ours.q_proj.weight.grad,
+        theirs.in_proj_weight.grad[:12],
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_matches_torch_in_eval_mode_with_dropout():
+    torch.manual_seed(1)
+    theirs = nn.MultiheadAttention(8, 2, dropout=0.3, batch_first=True)
+    theirs = theirs.double().eval()
+    ours = MultiHeadAttention.from_torch(theirs)
+    assert ours.dropout == 0.3 and not ours.training
+    x = torch.randn(3, 4, 8, dtype=F64)
+    torch.testing.assert_close(ours(x, x, x), theirs(x, x, x)[0])
+
+
+def test_dropout_is_active_only_in_training():
+    mha = MultiHeadAttention(8, 2, dropout=0.5).double()
+    x = torch.randn(2, 6, 8, dtype=F64)
+    mha.train()
+    assert not torch.equal(mha(x, x, x), mha(x, x, x))
+    mha.eval()
+    assert torch.equal(mha(x, x, x), mha(x, x, x))
+
+
+def test_from_torch_keeps_device_dtype_and_bias_flag():
+    theirs = nn.MultiheadAttention(8, 2, bias=False, dtype=F64)
+    ours = MultiHeadAttention.from_torch(theirs)
+    assert ours.q_proj.weight.dtype == F64
+    assert not ours.bias
+    assert all(
+        p.bias is None
+        for p in (ours.q_proj, ours.k_proj, ours.v_proj, ours.out_proj)
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(kdim=6), "kdim=6"),
+        (dict(vdim=5), "vdim=5"),
+        (dict(add_bias_kv=True), "add_bias_kv"),
+        (dict(add_zero_attn=True), "add_zero_attn"),
+    ],
+)
+def test_from_torch_rejects_unsupported_configs(kwargs, match):
+    theirs = nn.MultiheadAttention(8, 2, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        MultiHeadAttention.from_torch(theirs)
+
+
+def test_from_torch_rejects_other_modules():
+    with pytest.raises(TypeError, match="module must be nn.MultiheadAtt"):
+        MultiHeadAttention.from_torch(nn.Linear(4, 4))
+
+
+def _qkv(b=2, h=3, lq=4, lk=6, d=5, dv=7, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, lq, d, dtype=F64, generator=gen)
+    k = torch.randn(b, h, lk, d, dtype=F64, generator=gen)
+    v = torch.randn(b, h, lk, dv, dtype=F64, generator=gen)
+    return q, k, v
+
+
+def _path_masks():
+    gen = torch.Generator().manual_seed(3)
+    allowed = torch.rand(2, 1, 4, 6, generator=gen) < 0.6
+    return {
+        "none": None,
+        "bool": allowed,
+        "float": torch.randn(4, 6, dtype=F64, generator=gen),
+        "padding": padding_mask([6, 2], max_len=6),
+        "per-head": torch.rand(2, 3, 4, 6, generator=gen) < 0.5,
+    }
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize(
+    "kind", ["none", "bool", "float", "padding", "per-head"]
+)
+def test_explicit_path_equals_fused_path(kind, is_causal):
+    q, k, v = _qkv()
+    mask = _path_masks()[kind]
+    fused = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+    with explicit_attention():
+        explicit = scaled_dot_product_attention(
+            q, k, v, mask, is_causal=is_causal
+        )
+    out, _ = scaled_dot_product_attention(
+        q, k, v, mask, is_causal=is_causal, return_weights=True
+    )
+    assert torch.isfinite(fused).all()
+    torch.testing.assert_close(explicit, fused, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, fused, rtol=1e-12, atol=1e-12)
+
+
+def test_paths_agree_in_float32_and_for_mha():
+    mha = MultiHeadAttention(16, 4)
+    x = torch.randn(2, 9, 16)
+    fused = mha(x, x, x, is_causal=True)
+    with explicit_attention():
+        explicit = mha(x, x, x, is_causal=True)
+    torch.testing.assert_close(explicit, fused, rtol=1e-5, atol=1e-6)
+
+
+def test_explicit_attention_switch_nests_and_restores():
+    assert fused_attention_enabled()
+    with explicit_attention():
+        assert not fused_attention_enabled()
+        with explicit_attention(False):
+            assert fused_attention_enabled()
+        assert not fused_attention_enabled()
+    assert fused_attention_enabled()
+
+
+def test_weights_are_distributions_and_masked_keys_get_zero():
+    q, k, v = _qkv()
+    allowed = _path_masks()["bool"] & causal_mask(4, key_size=6)
+    allowed[..., 0] = True
+    _, weights = scaled_dot_product_attention(
+        q, k, v, allowed, return_weights=True
+    )
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, dtype=F64))
+    blocked = ~allowed.expand_as(weights)
+    assert (weights[blocked] == 0).all()
+    assert (weights[~blocked] > 0).all()
+
+
+def test_float_bias_shifts_scores():
+    q, k, v = _qkv()
+    bias = torch.zeros(4, 6, dtype=F64)
+    bias[:, 2] = 50.0  # a large bias makes key 2 win every row
+    _, weights = scaled_dot_product_attention(
+        q, k, v, bias, return_weights=True
+    )
+    assert (weights[..., 2] > 0.99).all()
+
+
+@pytest.mark.parametrize("mask_type", ["bool", "min", "-inf"])
+def test_fully_masked_row_gives_zeros_and_finite_gradients(mask_type):
+    q, k, v = _qkv()
+    allowed = torch.ones(4, 6, dtype=torch.bool)
+    allowed[1] = False  # query 1 may attend to nothing
+    mask = {
+        "bool": allowed,
+        "min": mask_to_bias(allowed, F64),
+        "-inf": torch.zeros(4, 6, dtype=F64).masked_fill(
+            ~allowed, float("-inf")
+        ),
+    }[mask_type]
+    for explicit in (False, True):
+        q_ = q.clone().requires_grad_(True)
+        with explicit_attention(explicit):
+            out = scaled_dot_product_attention(q_, k, v, mask)
+        assert torch.isfinite(out).all()
+        assert (out[:, :, 1] == 0).all()
+        assert (out[:, :, 0] != 0).any()
+        out.sum().backward()
+        assert torch.isfinite(q_.grad).all()
+    _, weights = scaled_dot_product_attention(
+        q, k, v, mask, return_weights=True
+    )
+    assert (weights[:, :, 1] == 0).all()
+
+
+def test_fully_masked_padding_row_in_mha():
+    mha = MultiHeadAttention(8, 2, bias=False).double()
+    x = torch.randn(2, 3, 8, dtype=F64, requires_grad=True)
+    pad = padding_mask([3, 0], max_len=3)  # the second sequence is empty
+    for need_weights in (False, True):
+        result = mha(x, x, x, pad, need_weights=need_weights)
+        out = result[0] if need_weights else result
+        assert torch.isfinite(out).all()
+        # Without biases, an empty attention row gives exactly zero.
+        assert (out[1] == 0).all()
+        out.sum().backward()
+        assert torch.isfinite(x.grad).all()
+        x.grad = None
+
+
+def test_causal_attention_ignores_the_future():
+    mha = MultiHeadAttention(12, 3).double()
+    x = torch.randn(2, 7, 12, dtype=F64)
+    changed = x.clone()
+    changed[:, 4:] = torch.randn(2, 3, 12, dtype=F64)
+    for explicit in (False, True):
+        with explicit_attention(explicit):
+            before = mha(x, x, x, is_causal=True)
+            after = mha(changed, changed, changed, is_causal=True)
+        torch.testing.assert_close(before[:, :4], after[:, :4])
+        assert not torch.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_causal_flag_equals_causal_mask():
+    mha = MultiHeadAttention(12, 3).double()
+    x = torch.randn(2, 5, 12, dtype=F64)
+    torch.testing.assert_close(
+        mha(x, x, x, is_causal=True), mha(x, x, x, causal_mask(5))
+    )
+
+
+def test_self_attention_is_permutation_equivariant():
+    mha = MultiHeadAttention(12, 3).double()
+    x = torch.randn(2, 6, 12, dtype=F64)
+    perm = torch.randperm(6)
+    out = mha(x, x, x)
+    xp = x[:, perm]
+    torch.testing.assert_close(mha(xp, xp, xp), out[:, perm])
+
+
+def test_cross_attention_with_different_lengths():
+    mha = MultiHeadAttention(8, 4).double()
+    query = torch.randn(2, 3, 8, dtype=F64)
+    memory = torch.randn(2, 11, 8, dtype=F64)
+    pad = padding_mask([11, 5], max_len=11)
+    out, weights = mha(query, memory, memory, pad, need_weights=True)
+    assert out.shape == (2, 3, 8)
+    assert weights.shape == (2, 4, 3, 11)
+    assert (weights[1, ..., 5:] == 0).all()
+    torch.testing.assert_close(mha(query, memory, memory, pad), out)
+
+
+@pytest.mark.parametrize(
+    "shape", [(4, 6), (2, 1, 1, 6), (2, 1, 4, 6), (2, 3, 4, 6), (1, 6)]
+)
+def test_mha_accepts_mask_shapes(shape):
+    mha = MultiHeadAttention(12, 3).double()
+    query = torch.randn(2, 4, 12, dtype=F64)
+    memory = torch.randn(2, 6, 12, dtype=F64)
+    mask = torch.rand(shape) < 0.7
+    out = mha(query, memory, memory, mask)
+    expected = mha(query, memory, memory, mask.expand(2, 3, 4, 6))
+    torch.testing.assert_close(out, expected)
+
+
+def test_reset_parameters_matches_torch_init():
+    ours = MultiHeadAttention(64, 4)
+    theirs = nn.MultiheadAttention(64, 4)
+    bound = (6 / (64 + 3 * 64)) ** 0.5
+    assert ours.q_proj.weight.abs().max() <= bound
+    assert theirs.in_proj_weight.abs().max() <= bound
+    assert (ours.q_proj.bias == 0).all() and (ours.out_proj.bias == 0).all()
+    assert ours.q_proj.weight.std() > bound / 3
+
+
+def test_parameter_count():
+    def count(m):
+        return sum(p.numel() for p in m.parameters())
+
+    assert count(MultiHeadAttention(512, 8, bias=False)) == 4 * 512 * 512
+    assert count(MultiHeadAttention(512, 8)) == 4 * 512 * 512 + 4 * 512
+    assert count(MultiHeadAttention(512, 8)) == count(
+        nn.MultiheadAttention(512, 8)
+    )
+
+
+# Bad input: every error names the argument.
+
+
+def test_rejects_d_model_not_divisible():
+    with pytest.raises(
+        ValueError, match="d_model=100 is not divisible by num_heads=8"
+    ):
+        MultiHeadAttention(100, 8)
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((0, 2), ValueError, "d_model=0"),
+        ((8, -1), ValueError, "num_heads=-1"),
+        ((8.0, 2), TypeError, "d_model must be an int"),
+        ((8, "2"), TypeError, "num_heads must be an int"),
+    ],
+)
+def test_rejects_bad_sizes(args, exc, match):
+    with pytest.raises(exc, match=match):
+        MultiHeadAttention(*args)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0])
+def test_rejects_bad_dropout(dropout):
+    with pytest.raises(ValueError, match="dropout="):
+        MultiHeadAttention(8, 2, dropout=dropout)
+
+
+def test_rejects_mask_that_does_not_broadcast():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(4, 5\)"):
+        mha(x, x, x, torch.ones(4, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="attn_mask of shape"):
+        mha(x, x, x, torch.ones(3, 1, 1, 4, dtype=torch.bool))
+
+
+def test_rejects_integer_mask():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(TypeError, match="attn_mask must be a bool mask"):
+        mha(x, x, x, torch.ones(4, 4, dtype=torch.long))
+
+
+def test_rejects_wrong_rank():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(ValueError, match="query must be 3-D"):
+        mha(x[0], x, x)
+    with pytest.raises(ValueError, match="key must be 3-D"):
+        mha(x, x[None], x)
+
+
+def test_rejects_wrong_feature_size():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(ValueError, match="query has feature size 6"):
+        mha(torch.randn(2, 4, 6), x, x)
+    with pytest.raises(ValueError, match="value has feature size 4"):
+        mha(x, x, torch.randn(2, 4, 4))
+
+
+def test_rejects_mismatched_key_value_and_batch():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(ValueError, match="key and value must have the same"):
+        mha(x, x, torch.randn(2, 5, 8))
+    with pytest.raises(ValueError, match="same batch size"):
+        mha(x, torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+
+
+def test_rejects_non_tensor_input():
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match="query must be a Tensor"):
+        mha([[0.0] * 8], torch.randn(1, 1, 8), torch.randn(1, 1, 8))
+
+
+def test_sdpa_rejects_mismatched_q_k_features():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="q and k must have the same"):
+        scaled_dot_product_attention(q, k[..., :3], v)
+
+
+def test_sdpa_rejects_mismatched_k_v_lengths():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="k and v must have the same"):
+        scaled_dot_product_attention(q, k, v[..., :2, :])
+
+
+def test_sdpa_rejects_low_rank_and_integer_inputs():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="q must have at least 2 dims"):
+        scaled_dot_product_attention(q[0, 0, 0], k, v)
+    with pytest.raises(TypeError, match="v must be floating"):
+        scaled_dot_product_attention(q, k, v.long())
+
+
+def test_sdpa_rejects_mismatched_batch_dims():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="same leading"):
+        scaled_dot_product_attention(q[:1], k, v)
+
+
+def test_sdpa_rejects_bad_mask_and_dropout():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="attn_mask of shape"):
+        scaled_dot_product_attention(q, k, v, torch.ones(6, 4).bool())
+    with pytest.raises(ValueError, match="dropout_p=1.5"):
+        scaled_dot_product_attention(q, k, v, dropout_p=1.5)
