@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 import random
 
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from transformer_book import rnn
+from transformer_book import plotting, rnn
 
 DT = torch.float64
 TOL = {"atol": 1e-12, "rtol": 1e-10}
@@ -49,8 +52,9 @@ def _random_state(cls, shape):
 def _total(out) -> torch.Tensor:
     """A scalar that depends on every output tensor."""
     if isinstance(out, torch.Tensor):
-        return (out * torch.linspace(-1, 1, out.numel(), dtype=DT)
-                .view_as(out)).sum()  # fmt: skip
+        return (
+            out * torch.linspace(-1, 1, out.numel(), dtype=DT).view_as(out)
+        ).sum()
     return sum(_total(o) for o in out)
 
 
@@ -296,3 +300,58 @@ def test_from_torch_rejects_wrong_modules():
         rnn.RNNCell.from_torch(nn.GRUCell(3, 4))
     with pytest.raises(ValueError, match="proj_size=2 is not supported"):
         rnn.LSTM.from_torch(nn.LSTM(3, 4, proj_size=2))
+
+
+# -- figures ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        plotting.draw_unrolled_rnn,
+        plotting.draw_lstm_cell,
+        plotting.draw_gru_cell,
+    ],
+)
+def test_diagrams_draw_on_given_axes_without_touching_rc(draw):
+    before = dict(mpl.rcParams)
+    _, ax = plt.subplots()
+    assert draw(ax=ax, title="t") is ax
+    assert ax.get_title() == "t"
+    assert len(ax.patches) >= 5  # boxes, circles and arrows were drawn
+    assert dict(mpl.rcParams) == before
+
+
+def test_unrolled_rnn_labels_every_step():
+    ax = plotting.draw_unrolled_rnn(3)
+    texts = {t.get_text() for t in ax.texts}
+    assert {"$x_1$", "$x_3$", "$h_0$", "$h_3$"} <= texts
+    with pytest.raises(ValueError, match="num_steps=9"):
+        plotting.draw_unrolled_rnn(9)
+
+
+def test_curve_plots_draw_one_line_per_curve():
+    ax = plotting.plot_gradient_decay(
+        [0, 1, 2], {0.5: [1.0, 0.5, 0.25], 1.5: np.array([1.0, 1.5, 2.25])}
+    )
+    assert ax.get_yscale() == "log"
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1, 0.5, 0.25])
+    ax = plotting.plot_accuracy_vs_length(
+        [10, 20], {"RNN": [1.0, 0.3], "LSTM": [1.0, 1.0]}, chance=0.25
+    )
+    assert len(ax.get_lines()) == 3  # two models and the chance line
+    ax = plotting.plot_time_vs_length(
+        [8, 16], {"LSTM": [1e-3, 2e-3]}, unit="ms"
+    )
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1.0, 2.0])
+
+
+def test_curve_plots_reject_bad_input():
+    with pytest.raises(ValueError, match=r"norms\[0.5\] has 2 values"):
+        plotting.plot_gradient_decay([0, 1, 2], {0.5: [1.0, 0.5]})
+    with pytest.raises(ValueError, match="must be positive"):
+        plotting.plot_gradient_decay([0, 1], {0.5: [1.0, 0.0]})
+    with pytest.raises(ValueError, match="accuracies must hold"):
+        plotting.plot_accuracy_vs_length([10], {})
+    with pytest.raises(ValueError, match="unit='h'"):
+        plotting.plot_time_vs_length([8], {"a": [1.0]}, unit="h")
