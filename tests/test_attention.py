@@ -501,3 +501,19 @@ def test_sdpa_rejects_bad_mask_and_dropout():
         scaled_dot_product_attention(q, k, v, torch.ones(6, 4).bool())
     with pytest.raises(ValueError, match="dropout_p=1.5"):
         scaled_dot_product_attention(q, k, v, dropout_p=1.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fully_masked_row_low_precision(dtype):
+    q, k, v = (t.to(dtype) for t in _qkv())
+    allowed = torch.rand(4, 6) < 0.5
+    allowed[2] = False
+    for mask in (allowed, mask_to_bias(allowed, dtype)):
+        for explicit in (False, True):
+            q_ = q.clone().requires_grad_(True)
+            with explicit_attention(explicit):
+                out = scaled_dot_product_attention(q_, k, v, mask)
+            out.float().sum().backward()
+            assert (out[:, :, 2] == 0).all()
+            assert torch.isfinite(out).all()
+            assert torch.isfinite(q_.grad).all()

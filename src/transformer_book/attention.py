@@ -33,7 +33,6 @@ from .masks import (
     broadcast_mask,
     causal_mask,
     disallowed_rows,
-    mask_to_bias,
     merge_masks,
 )
 
@@ -192,9 +191,14 @@ def scaled_dot_product_attention(
         return (out, weights) if return_weights else out
 
     if attn_mask is not None:
-        # A finite additive bias (never -inf) keeps a fully blocked row
-        # finite in every backend; it is zeroed just below.
-        attn_mask = mask_to_bias(attn_mask, q.dtype)
+        # Open up the rows that block every key: their softmax would be
+        # NaN (or overflow in float16) in some kernels, forward or
+        # backward. Their output is replaced by zeros just below, so what
+        # they attend to does not matter and their gradient is zero.
+        if attn_mask.dtype == torch.bool:
+            attn_mask = attn_mask | empty
+        else:
+            attn_mask = attn_mask.masked_fill(empty, 0.0)
     out = F.scaled_dot_product_attention(
         q,
         k,
