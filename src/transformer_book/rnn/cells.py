@@ -2,9 +2,9 @@
 
 A cell advances the state of a recurrent network by one time step. Each
 cell here is a thin module around a pure step function
-(:func:`rnn_cell_step`, :func:`lstm_cell_step`, :func:`gru_cell_step`) that
+(``rnn_cell_step``, ``lstm_cell_step``, ``gru_cell_step``) that
 spells out the equations; the multi-layer modules in
-:mod:`transformer_book.rnn.layers` call the same functions once per time
+``transformer_book.rnn.layers`` call the same functions once per time
 step. Gate order, parameter names and initialisation follow PyTorch, so that
 ``from_torch`` can copy ``nn.RNNCell``, ``nn.LSTMCell`` and ``nn.GRUCell``
 and give the same outputs.
@@ -409,7 +409,7 @@ class LSTMCell(_CellBase):
     def forward(
         self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, Tensor]:
-        """Advance ``(h, c)`` by one step (see :func:`lstm_cell_step`)."""
+        """Advance ``(h, c)`` by one step (see ``lstm_cell_step``)."""
         unbatched = self._check_input(input)
         if state is None:
             h = c = None

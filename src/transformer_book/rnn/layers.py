@@ -1,7 +1,7 @@
 """Multi-layer recurrent networks unrolled over time: RNN, LSTM, GRU.
 
 Each module loops over the time steps explicitly and calls the step
-function of its cell (:mod:`transformer_book.rnn.cells`), layer by layer,
+function of its cell (``transformer_book.rnn.cells``), layer by layer,
 so that the recurrence is visible in the code. Inputs are batch-first
 ``(B, T, input_size)``. Parameter names (``weight_ih_l{k}``,
 ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, with a ``_reverse``
@@ -285,7 +285,7 @@ class _RecurrentBase(nn.Module):
 class RNN(_RecurrentBase):
     r"""Multi-layer Elman RNN (Elman, 1990), equal to ``torch.nn.RNN``.
 
-    Layer :math:`k` runs :func:`~transformer_book.rnn.rnn_cell_step` over
+    Layer :math:`k` runs ``rnn_cell_step`` over
     the sequence, reading the outputs of layer :math:`k - 1`:
 
     .. math::
@@ -403,7 +403,7 @@ class LSTM(_RecurrentBase):
 
     The memory cell of Hochreiter and Schmidhuber (1997) with the forget
     gate of Gers, Schmidhuber and Cummins (2000); each layer runs
-    :func:`~transformer_book.rnn.lstm_cell_step` (gate order ``i, f, g, o``)
+    ``lstm_cell_step`` (gate order ``i, f, g, o``)
     over the sequence, reading the hidden states of the layer below:
 
     .. math::
@@ -500,7 +500,7 @@ class LSTM(_RecurrentBase):
 class GRU(_RecurrentBase):
     r"""Multi-layer GRU (Cho et al., 2014), equal to ``torch.nn.GRU``.
 
-    Each layer runs :func:`~transformer_book.rnn.gru_cell_step` (gate order
+    Each layer runs ``gru_cell_step`` (gate order
     ``r, z, n``, reset gate applied to :math:`W_{hn} h + b_{hn}`) over the
     sequence, reading the hidden states of the layer below:
 
