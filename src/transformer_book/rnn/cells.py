@@ -22,6 +22,7 @@ __all__ = [
     "GRUCell",
     "LSTMCell",
     "RNNCell",
+    "RNNCellBase",
     "gru_cell_step",
     "lstm_cell_step",
     "rnn_cell_step",
@@ -185,8 +186,27 @@ def gru_cell_step(
     return (1 - z) * n + z * h
 
 
-class _CellBase(nn.Module):
-    """Parameters, initialisation and input checks shared by the cells."""
+class RNNCellBase(nn.Module):
+    """What the three cells share: parameters, initialisation, checks.
+
+    Holds ``weight_ih`` ``(G * H, input_size)``, ``weight_hh``
+    ``(G * H, H)`` and, with ``bias``, ``bias_ih`` and ``bias_hh``
+    ``(G * H,)``, where ``G`` is :attr:`num_chunks`, the number of gate
+    blocks stacked in each weight (1 for the RNN, 4 for the LSTM, 3 for the
+    GRU), as in ``torch.nn.RNNCellBase``. Subclasses add ``forward`` and
+    ``from_torch``.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features ``H`` of the hidden state.
+        bias: whether to learn ``bias_ih`` and ``bias_hh``.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is not positive.
+    """
 
     #: Number of gate blocks stacked in the weights (1, 4 or 3).
     num_chunks: int = 1
@@ -280,7 +300,7 @@ class _CellBase(nn.Module):
                 param.copy_(getattr(module, name))
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     r"""Elman RNN cell (Elman, 1990), equal to ``torch.nn.RNNCell``.
 
     .. math::
@@ -371,7 +391,7 @@ class RNNCell(_CellBase):
         return cell
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     r"""LSTM cell with a forget gate, equal to ``torch.nn.LSTMCell``.
 
     Hochreiter and Schmidhuber (1997) introduced the memory cell :math:`c`
@@ -463,7 +483,7 @@ class LSTMCell(_CellBase):
         return cell
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     r"""Gated recurrent unit (Cho et al., 2014), equal to ``nn.GRUCell``.
 
     Gate order ``r, z, n`` and the reset gate applied to

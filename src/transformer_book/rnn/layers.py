@@ -33,11 +33,37 @@ from .cells import (
     rnn_cell_step,
 )
 
-__all__ = ["GRU", "LSTM", "RNN"]
+__all__ = ["GRU", "LSTM", "RNN", "RNNBase"]
 
 
-class _RecurrentBase(nn.Module):
-    """Parameters, checks and the time loop shared by RNN, LSTM and GRU."""
+class RNNBase(nn.Module):
+    """What RNN, LSTM and GRU share: parameters, checks, the time loop.
+
+    For every layer ``k`` (and direction), holds ``weight_ih_l{k}``
+    ``(G * H, in_k)``, ``weight_hh_l{k}`` ``(G * H, H)`` and, with
+    ``bias``, ``bias_ih_l{k}`` and ``bias_hh_l{k}`` ``(G * H,)``; the
+    backward direction's names end in ``_reverse``. ``G`` is
+    :attr:`num_chunks` (1 for the RNN, 4 for the LSTM, 3 for the GRU),
+    ``in_0 = input_size`` and ``in_k = D * H`` above, with ``D = 2`` if
+    bidirectional else 1, as in ``torch.nn.RNNBase``. Subclasses add the
+    step (which cell) and ``forward``.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features ``H`` of the hidden state.
+        num_layers: stacked recurrent layers.
+        bias: whether to learn the biases.
+        dropout: dropout probability on the outputs of every layer but the
+            last (training mode only).
+        bidirectional: also run each layer backwards in time.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+
+    Raises:
+        TypeError: if a size is not an int or ``dropout`` not a float.
+        ValueError: if a size is not positive or ``dropout`` is outside
+            [0, 1].
+    """
 
     #: Gate blocks stacked in each weight (1 for RNN, 4 LSTM, 3 GRU).
     num_chunks: int = 1
@@ -282,7 +308,7 @@ class _RecurrentBase(nn.Module):
         self.train(module.training)
 
 
-class RNN(_RecurrentBase):
+class RNN(RNNBase):
     r"""Multi-layer Elman RNN (Elman, 1990), equal to ``torch.nn.RNN``.
 
     Layer :math:`k` runs ``rnn_cell_step`` over
@@ -398,7 +424,7 @@ class RNN(_RecurrentBase):
         return net
 
 
-class LSTM(_RecurrentBase):
+class LSTM(RNNBase):
     r"""Multi-layer LSTM, equal to ``torch.nn.LSTM`` (without projections).
 
     The memory cell of Hochreiter and Schmidhuber (1997) with the forget
@@ -497,7 +523,7 @@ class LSTM(_RecurrentBase):
         return net
 
 
-class GRU(_RecurrentBase):
+class GRU(RNNBase):
     r"""Multi-layer GRU (Cho et al., 2014), equal to ``torch.nn.GRU``.
 
     Each layer runs ``gru_cell_step`` (gate order
