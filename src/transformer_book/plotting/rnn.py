@@ -9,11 +9,13 @@ sequence length.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import cycle
 
 import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+from matplotlib.ticker import ScalarFormatter
 
 from ._style import PALETTE, get_axes, styled
 
@@ -30,6 +32,9 @@ _GATE = PALETTE[1]  # sigmoid and tanh layers
 _OP = PALETTE[5]  # pointwise operations
 _STATE = PALETTE[0]  # state highways
 _LINE = "#333333"
+# Marker and dash styles, cycled when there are more curves.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_DASHES = ("-", "--", ":", "-.", "-", "--", ":", "-.")
 
 
 # -- drawing primitives ---------------------------------------------------
@@ -505,8 +510,12 @@ def plot_accuracy_vs_length(
     x = _as_array(lengths, "lengths")
     curves = _check_curves(x, accuracies, "accuracies")
     ax = get_axes(ax)
-    for label, y in curves.items():
-        ax.plot(x, y, marker="o", label=str(label))
+    # Distinct markers and dashes keep curves that coincide visible.
+    styles = cycle(zip(_MARKERS, _DASHES, strict=True))
+    for (label, y), (marker, dash) in zip(
+        curves.items(), styles, strict=False
+    ):
+        ax.plot(x, y, marker=marker, ls=dash, label=str(label))
     if chance is not None:
         ax.axhline(chance, color="#777777", ls="--", lw=1, label="chance")
     ax.set_xlabel("sequence length $T$")
@@ -551,11 +560,12 @@ def plot_time_vs_length(
     x = _as_array(lengths, "lengths")
     curves = _check_curves(x, seconds, "seconds")
     ax = get_axes(ax)
-    for label, y in curves.items():
-        ax.plot(x, y * scale[unit], marker="o", label=str(label))
+    for (label, y), marker in zip(curves.items(), cycle(_MARKERS)):
+        ax.plot(x, y * scale[unit], marker=marker, label=str(label))
     if loglog:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("sequence length $T$")
     ax.set_ylabel(f"time per sequence ({'µs' if unit == 'us' else unit})")
     ax.legend()
