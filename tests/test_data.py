@@ -1,0 +1,330 @@
+"""Embedded corpora, the number translation task and verified downloads."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.server
+import json
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from transformer_book import data
+
+# --------------------------------------------------------------------------
+# Python documentation
+# --------------------------------------------------------------------------
+
+
+def test_python_docs_text_is_the_embedded_documentation():
+    from pydoc_data.topics import topics
+
+    text = data.python_docs_text()
+    assert 300_000 < len(text) < 1_000_000
+    assert text.startswith(topics[sorted(topics)[0]])
+    assert "assert" in text and "lambda" in text
+    assert data.python_docs_text() == text  # deterministic
+
+
+def test_python_docs_split_is_contiguous_and_deterministic():
+    text = data.python_docs_text()
+    train, valid = data.python_docs_split(0.1)
+    assert train + valid == text
+    assert valid.startswith("\n")
+    assert 0.09 < len(valid) / len(text) < 0.11
+    assert data.python_docs_split(0.1) == (train, valid)
+    small_train, small_valid = data.python_docs_split(0.02)
+    assert len(small_valid) < len(valid)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.5, 1.5])
+def test_python_docs_split_rejects_fraction_out_of_range(bad):
+    with pytest.raises(ValueError, match="valid_fraction"):
+        data.python_docs_split(bad)
+
+
+def test_python_docs_split_rejects_non_number():
+    with pytest.raises(TypeError, match="valid_fraction"):
+        data.python_docs_split("0.1")
+
+
+# --------------------------------------------------------------------------
+# Number pairs
+# --------------------------------------------------------------------------
+
+
+def test_cache_dir_follows_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRANSFORMER_BOOK_DATA", str(tmp_path / "a"))
+    assert data.cache_dir() == tmp_path / "a"
+    monkeypatch.delenv("TRANSFORMER_BOOK_DATA")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert data.cache_dir() == tmp_path / "xdg" / "transformer_book"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert data.cache_dir() == Path.home() / ".cache" / "transformer_book"
+
+
+def test_number_pairs_content(tmp_path):
+    pairs = data.number_pairs(stop=1200, cache_dir=tmp_path)
+    lookup = dict(
+        zip(
+            pairs.train_numbers + pairs.valid_numbers + pairs.test_numbers,
+            pairs.train + pairs.valid + pairs.test,
+            strict=True,
+        )
+    )
+    assert lookup[97] == ("ninety-seven", "quatre-vingt-dix-sept")
+    assert lookup[0] == ("zero", "zéro")
+    assert lookup[1001][1] == "mille un"
+    assert sorted(lookup) == list(range(1200))
+
+
+def test_number_pairs_split_by_number(tmp_path):
+    pairs = data.number_pairs(
+        stop=2000, valid_fraction=0.1, test_fraction=0.2, cache_dir=tmp_path
+    )
+    train = set(pairs.train_numbers)
+    valid = set(pairs.valid_numbers)
+    test = set(pairs.test_numbers)
+    assert not train & test
+    assert not train & valid
+    assert not valid & test
+    assert len(test) == 400 and len(valid) == 200 and len(train) == 1400
+    assert train | valid | test == set(range(2000))
+    # No test source sentence appears among the training sources either.
+    assert not {s for s, _ in pairs.train} & {s for s, _ in pairs.test}
+    assert len(pairs.train) == len(pairs.train_numbers)
+
+
+def test_number_pairs_seed_decides_the_split(tmp_path):
+    a = data.number_pairs(stop=500, seed=1, cache_dir=tmp_path)
+    b = data.number_pairs(stop=500, seed=1, cache_dir=tmp_path)
+    c = data.number_pairs(stop=500, seed=2, cache_dir=tmp_path)
+    assert a == b
+    assert a.test_numbers != c.test_numbers
+
+
+def test_number_pairs_default_range_has_100k_numbers(tmp_path):
+    pairs = data.number_pairs("digits", "digits", cache_dir=tmp_path)
+    total = len(pairs.train) + len(pairs.valid) + len(pairs.test)
+    assert total == 100_000
+    assert max(pairs.train_numbers + pairs.test_numbers) <= 99_999
+    assert all(s == t == str(n) for (s, t), n in zip(
+        pairs.test, pairs.test_numbers, strict=True
+    ))
+
+
+def test_number_words_cache_is_used_on_second_call(tmp_path, monkeypatch):
+    calls = []
+    real = data._generate_words
+
+    def counting(lang, start, stop):
+        calls.append(lang)
+        return real(lang, start, stop)
+
+    monkeypatch.setattr(data, "_generate_words", counting)
+    first = data.number_pairs(stop=300, cache_dir=tmp_path)
+    assert sorted(calls) == ["en", "fr"]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2
+    assert all(name.endswith(".json.gz") for name in files)
+    assert any("-fr-0-300-num2words-" in name for name in files)
+    assert not any(name.endswith(".tmp") for name in files)
+    second = data.number_pairs(stop=300, cache_dir=tmp_path)
+    assert sorted(calls) == ["en", "fr"]  # no new generation
+    assert second == first
+
+
+def test_number_words_default_cache_dir_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_BOOK_DATA", str(tmp_path))
+    words = data.number_words("en", 5, 8)
+    assert words == ["five", "six", "seven"]
+    (path,) = tmp_path.iterdir()
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        payload = json.load(f)
+    assert payload["words"] == words and payload["lang"] == "en"
+
+
+def test_number_words_regenerates_corrupt_cache(tmp_path):
+    data.number_words("en", 0, 10, cache_dir=tmp_path)
+    (path,) = tmp_path.iterdir()
+    path.write_bytes(b"not gzip")
+    assert data.number_words("en", 0, 10, cache_dir=tmp_path)[3] == "three"
+
+
+def test_number_pairs_without_cache_writes_nothing(tmp_path):
+    data.number_pairs(stop=50, cache=False, cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("arg", ["src", "tgt"])
+def test_number_pairs_rejects_unsupported_language(arg, tmp_path):
+    with pytest.raises(ValueError, match=f"{arg}='klingon'.*'?fr"):
+        data.number_pairs(**{arg: "klingon"}, stop=10, cache_dir=tmp_path)
+
+
+def test_number_pairs_rejects_non_string_language(tmp_path):
+    with pytest.raises(TypeError, match="src"):
+        data.number_pairs(src=1, stop=10, cache_dir=tmp_path)
+
+
+def test_number_pairs_rejects_empty_range(tmp_path):
+    with pytest.raises(ValueError, match="stop=5"):
+        data.number_pairs(start=5, stop=5, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="start=-1"):
+        data.number_pairs(start=-1, stop=5, cache_dir=tmp_path)
+
+
+def test_number_pairs_rejects_bad_fractions(tmp_path):
+    with pytest.raises(ValueError, match="test_fraction"):
+        data.number_pairs(stop=10, test_fraction=1.2, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="valid_fraction"):
+        data.number_pairs(
+            stop=10, valid_fraction=0.5, test_fraction=0.5,
+            cache_dir=tmp_path,
+        )
+    with pytest.raises(TypeError, match="seed"):
+        data.number_pairs(stop=10, seed="0", cache_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------
+# Downloads against a local server
+# --------------------------------------------------------------------------
+
+
+class _CountingHandler(http.server.SimpleHTTPRequestHandler):
+    requests: list[str]
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self.requests.append(self.path)
+        super().do_GET()
+
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    """Serve a temporary folder on 127.0.0.1; yields (root, url, requests)."""
+    root = tmp_path / "served"
+    root.mkdir()
+    requests: list[str] = []
+    handler = type(
+        "Handler", (_CountingHandler,), {"requests": requests}
+    )
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(handler, directory=str(root))
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_download_success_then_cached(server, tmp_path):
+    root, url, requests = server
+    body = b"To be, or not to be\n" * 1000
+    (root / "hamlet.txt").write_bytes(body)
+    digest = hashlib.sha256(body).hexdigest()
+    cache = tmp_path / "cache"
+    path = data.download(f"{url}/hamlet.txt", digest, cache_dir=cache)
+    assert path == cache / "hamlet.txt"
+    assert path.read_bytes() == body
+    assert requests == ["/hamlet.txt"]
+    again = data.download(f"{url}/hamlet.txt", digest, cache_dir=cache)
+    assert again == path
+    assert requests == ["/hamlet.txt"]  # no second request
+    assert sorted(p.name for p in cache.iterdir()) == ["hamlet.txt"]
+
+
+def test_download_custom_filename_and_env_cache(server, tmp_path, monkeypatch):
+    root, url, _ = server
+    (root / "input.txt").write_bytes(b"abc")
+    monkeypatch.setenv("TRANSFORMER_BOOK_DATA", str(tmp_path / "env"))
+    path = data.download(
+        f"{url}/input.txt",
+        hashlib.sha256(b"abc").hexdigest().upper(),
+        filename="abc.txt",
+    )
+    assert path == tmp_path / "env" / "abc.txt"
+
+
+def test_download_checksum_mismatch_leaves_no_file(server, tmp_path):
+    root, url, _ = server
+    (root / "bad.txt").write_bytes(b"tampered")
+    cache = tmp_path / "cache"
+    wrong = hashlib.sha256(b"original").hexdigest()
+    with pytest.raises(ValueError, match="checksum mismatch.*sha256"):
+        data.download(f"{url}/bad.txt", wrong, cache_dir=cache)
+    assert list(cache.iterdir()) == []
+
+
+def test_download_replaces_a_corrupted_cached_file(server, tmp_path):
+    root, url, requests = server
+    (root / "f.bin").write_bytes(b"right")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "f.bin").write_bytes(b"wrong")
+    digest = hashlib.sha256(b"right").hexdigest()
+    path = data.download(f"{url}/f.bin", digest, cache_dir=cache)
+    assert path.read_bytes() == b"right"
+    assert requests == ["/f.bin"]
+
+
+def test_download_missing_file_raises_and_leaves_nothing(server, tmp_path):
+    import urllib.error
+
+    _, url, _ = server
+    cache = tmp_path / "cache"
+    with pytest.raises(urllib.error.HTTPError):
+        data.download(f"{url}/missing.txt", "0" * 64, cache_dir=cache)
+    assert list(cache.iterdir()) == []
+
+
+def test_download_rejects_bad_sha256(tmp_path):
+    with pytest.raises(ValueError, match="sha256='abc'"):
+        data.download("http://127.0.0.1/x.txt", "abc", cache_dir=tmp_path)
+    with pytest.raises(TypeError, match="sha256"):
+        data.download("http://127.0.0.1/x.txt", None, cache_dir=tmp_path)
+
+
+def test_download_needs_a_filename(tmp_path):
+    with pytest.raises(ValueError, match="filename"):
+        data.download("http://127.0.0.1/", "0" * 64, cache_dir=tmp_path)
+
+
+def test_tiny_shakespeare_is_pinned(tmp_path, monkeypatch):
+    """Point the cache at a verified copy: no network is needed."""
+    reference = Path("/work/shared/data/tinyshakespeare.txt")
+    assert data.TINY_SHAKESPEARE_URL.endswith("tinyshakespeare/input.txt")
+    if not reference.exists():
+        pytest.skip("no reference copy of Tiny Shakespeare here")
+    body = reference.read_bytes()
+    assert hashlib.sha256(body).hexdigest() == data.TINY_SHAKESPEARE_SHA256
+    (tmp_path / "tinyshakespeare.txt").write_bytes(body)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("tiny_shakespeare made a request")
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    text = data.tiny_shakespeare(cache_dir=tmp_path)
+    assert len(text) == 1_115_394
+    assert text.startswith("First Citizen:")
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_fast_generation_matches_num2words(lang):
+    """The memoised converter writes exactly what num2words writes."""
+    from num2words import num2words
+
+    words = data._generate_words(lang, 0, 1500)
+    assert words == [num2words(n, lang=lang) for n in range(1500)]
+    words = data._generate_words(lang, 70_000, 100_000)
+    for n in [*range(70_000, 100_000, 293), 71_071, 80_000, 80_001, 99_999]:
+        assert words[n - 70_000] == num2words(n, lang=lang), n
