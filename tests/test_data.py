@@ -299,9 +299,13 @@ def test_download_needs_a_filename(tmp_path):
         data.download("http://127.0.0.1/", "0" * 64, cache_dir=tmp_path)
 
 
+#: Reference copies of the full-size data sets, beside the repository.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
 def test_tiny_shakespeare_is_pinned(tmp_path, monkeypatch):
     """Point the cache at a verified copy: no network is needed."""
-    reference = Path("/work/shared/data/tinyshakespeare.txt")
+    reference = SHARED_DATA / "tinyshakespeare.txt"
     assert data.TINY_SHAKESPEARE_URL.endswith("tinyshakespeare/input.txt")
     if not reference.exists():
         pytest.skip("no reference copy of Tiny Shakespeare here")
@@ -328,3 +332,45 @@ def test_fast_generation_matches_num2words(lang):
     words = data._generate_words(lang, 70_000, 100_000)
     for n in [*range(70_000, 100_000, 293), 71_071, 80_000, 80_001, 99_999]:
         assert words[n - 70_000] == num2words(n, lang=lang), n
+
+
+def test_multi30k_downloads_from_a_local_server(server, tmp_path, monkeypatch):
+    """Serve the reference copies on 127.0.0.1 and read pairs from them."""
+    reference = SHARED_DATA / "multi30k"
+    if not reference.is_dir():
+        pytest.skip("no reference copy of Multi30k here")
+    root, url, requests = server
+    for name in ("val.en.gz", "val.fr.gz"):
+        (root / name).write_bytes((reference / name).read_bytes())
+    monkeypatch.setattr(data, "MULTI30K_BASE_URL", url + "/")
+    pairs = data.multi30k("valid", "en", "fr", cache_dir=tmp_path / "cache")
+    assert len(pairs) == 1014
+    assert all(en and fr for en, fr in pairs)
+    assert sorted(requests) == ["/val.en.gz", "/val.fr.gz"]
+    # The second call reads the verified cache and makes no request.
+    assert data.multi30k("valid", "en", "fr", cache_dir=tmp_path / "cache")
+    assert len(requests) == 2
+
+
+def test_multi30k_pins_every_reference_file():
+    sums = SHARED_DATA / "SHA256SUMS"
+    if not sums.exists():
+        pytest.skip("no reference checksums here")
+    for line in sums.read_text().splitlines():
+        digest, name = line.split()
+        if name.startswith("multi30k/"):
+            assert data.MULTI30K_SHA256[name.split("/", 1)[1]] == digest
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(split="dev"), "split='dev'"),
+        (dict(src="es"), "src='es'"),
+        (dict(tgt="xx"), "tgt='xx'"),
+        (dict(src="en", tgt="en"), "both 'en'"),
+    ],
+)
+def test_multi30k_rejects_bad_arguments(kwargs, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        data.multi30k(cache_dir=tmp_path, **kwargs)

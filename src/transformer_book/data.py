@@ -14,7 +14,7 @@ with the package's dependencies.
 Bigger data (the ``gpu`` preset) goes through one function,
 :func:`download`: a pinned URL and sha256, a cache directory
 (:func:`cache_dir`), an atomic write and a clear error on a checksum
-mismatch. :func:`tiny_shakespeare` is built on it.
+mismatch. :func:`tiny_shakespeare` and :func:`multi30k` are built on it.
 """
 
 from __future__ import annotations
@@ -37,12 +37,15 @@ from pathlib import Path
 
 __all__ = [
     "CACHE_ENV_VAR",
+    "MULTI30K_BASE_URL",
+    "MULTI30K_SHA256",
     "NUMBER_LANGUAGES",
     "TINY_SHAKESPEARE_SHA256",
     "TINY_SHAKESPEARE_URL",
     "NumberPairs",
     "cache_dir",
     "download",
+    "multi30k",
     "number_pairs",
     "number_words",
     "python_docs_split",
@@ -62,6 +65,47 @@ TINY_SHAKESPEARE_URL = (
 TINY_SHAKESPEARE_SHA256 = (
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 )
+
+#: Folder of Multi30k task 1 (raw, gzipped) in the dataset's repository.
+MULTI30K_BASE_URL = (
+    "https://raw.githubusercontent.com/multi30k/dataset/master/"
+    "data/task1/raw/"
+)
+#: sha256 of each Multi30k file under :data:`MULTI30K_BASE_URL`.
+MULTI30K_SHA256 = {
+    "train.en.gz": (
+        "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f"
+    ),
+    "train.de.gz": (
+        "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6"
+    ),
+    "train.fr.gz": (
+        "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c"
+    ),
+    "val.en.gz": (
+        "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28"
+    ),
+    "val.de.gz": (
+        "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a"
+    ),
+    "val.fr.gz": (
+        "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9"
+    ),
+    "test_2016_flickr.en.gz": (
+        "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"
+    ),
+    "test_2016_flickr.de.gz": (
+        "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8"
+    ),
+    "test_2016_flickr.fr.gz": (
+        "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90"
+    ),
+}
+_MULTI30K_SPLITS = {
+    "train": "train",
+    "valid": "val",
+    "test": "test_2016_flickr",
+}
 
 #: Version of the cached number-words files; bump when their format changes.
 _NUMBER_CACHE_FORMAT = 1
@@ -564,3 +608,55 @@ def tiny_shakespeare(
         cache_dir=cache_dir,
     )
     return path.read_text(encoding="utf-8")
+
+
+def multi30k(
+    split: str = "train",
+    src: str = "en",
+    tgt: str = "de",
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> list[tuple[str, str]]:
+    """Return Multi30k (task 1) sentence pairs, downloaded once.
+
+    Multi30k pairs English captions of Flickr30k images with German and
+    French translations: 29,000 training, 1,014 validation and 1,000 test
+    pairs (the 2016 Flickr test set). Each file is fetched from
+    :data:`MULTI30K_BASE_URL`, checked against :data:`MULTI30K_SHA256` and
+    cached (see :func:`download`).
+
+    Args:
+        split: ``"train"``, ``"valid"`` or ``"test"``.
+        src: source language, ``"en"``, ``"de"`` or ``"fr"``.
+        tgt: target language, one of the same and not ``src``.
+        cache_dir: directory of the cache; :func:`cache_dir` when ``None``.
+
+    Returns:
+        The ``(source, target)`` sentence pairs of the split, in file order.
+
+    Raises:
+        ValueError: if ``split``, ``src`` or ``tgt`` is not one of the
+            values above, or ``src == tgt``.
+    """
+    if split not in _MULTI30K_SPLITS:
+        raise ValueError(
+            f"split={split!r} is not one of {sorted(_MULTI30K_SPLITS)}"
+        )
+    languages = ("de", "en", "fr")
+    for name, lang in (("src", src), ("tgt", tgt)):
+        if lang not in languages:
+            raise ValueError(f"{name}={lang!r} is not one of {languages}")
+    if src == tgt:
+        raise ValueError(f"src and tgt are both {src!r}; choose two")
+    sides = []
+    for lang in (src, tgt):
+        name = f"{_MULTI30K_SPLITS[split]}.{lang}.gz"
+        path = download(
+            MULTI30K_BASE_URL + name,
+            MULTI30K_SHA256[name],
+            filename=f"multi30k-{name}",
+            cache_dir=cache_dir,
+        )
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        sides.append(text.rstrip("\n").split("\n"))
+    return list(zip(sides[0], sides[1], strict=True))
