@@ -9,6 +9,8 @@ from .attention import *  # noqa: F403
 from .attention import __all__ as _attention_all
 from .basics import *  # noqa: F403
 from .basics import __all__ as _basics_all
+from .cost import *  # noqa: F403
+from .cost import __all__ as _cost_all
 from .positional import *  # noqa: F403
 from .positional import __all__ as _positional_all
 from .rnn import *  # noqa: F403
@@ -25,6 +27,7 @@ __all__ = [
     "styled",
     *_attention_all,
     *_basics_all,
+    *_cost_all,
     *_positional_all,
     *_rnn_all,
     *_seq2seq_all,

@@ -1,0 +1,286 @@
+"""What attention costs: analytic FLOP counts, memory and measurement.
+
+The formulas count the floating-point operations of the matrix products
+only, as :class:`torch.utils.flop_counter.FlopCounterMode` does: a product
+of an ``(m, k)`` and a ``(k, n)`` matrix is ``m n k`` multiply-adds, which
+is ``2 m n k`` FLOPs. Bias additions, the scale, masking and the softmax
+are left out; they are linear in the number of scores or activations and
+small next to the products.
+
+:func:`peak_memory` measures the bytes a block allocates on top of what was
+already in use, on CUDA from the caching allocator's statistics and on the
+CPU from the allocation events of ``torch.profiler``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "AttentionFlops",
+    "attention_flops",
+    "loglog_slope",
+    "lstm_flops",
+    "peak_memory",
+    "score_matrix_bytes",
+]
+
+_KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
+
+
+def _check_size(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name}={value} must be positive")
+
+
+@dataclass(frozen=True)
+class AttentionFlops:
+    """FLOPs of one multi-head attention layer, term by term.
+
+    Attributes:
+        projections: the four ``d_model x d_model`` projections
+            (queries, keys, values and output), linear in the lengths.
+        scores: the score matrix :math:`Q K^\\top`, all heads together.
+        weighted_sum: the product of the weights with the values.
+    """
+
+    projections: int
+    scores: int
+    weighted_sum: int
+
+    @property
+    def quadratic(self) -> int:
+        """The terms that grow with ``q_len * kv_len``."""
+        return self.scores + self.weighted_sum
+
+    @property
+    def total(self) -> int:
+        """All matrix-product FLOPs of the layer."""
+        return self.projections + self.quadratic
+
+
+def attention_flops(
+    q_len: int,
+    d_model: int,
+    *,
+    kv_len: int | None = None,
+    batch: int = 1,
+) -> AttentionFlops:
+    r"""FLOPs of a multi-head attention forward pass (matrix products only).
+
+    With :math:`N = L_q = L_k` (self-attention) and width :math:`D`, per
+    sequence:
+
+    .. math::
+
+        \underbrace{8 N D^2}_{\text{projections}}
+        + \underbrace{2 N^2 D}_{Q K^\top}
+        + \underbrace{2 N^2 D}_{A V}
+
+    The number of heads does not appear: :math:`H` heads of width
+    :math:`D / H` cost what one head of width :math:`D` costs.
+
+    Args:
+        q_len: query length :math:`L_q`.
+        d_model: model width :math:`D`.
+        kv_len: key/value length :math:`L_k`; ``q_len`` when ``None``.
+        batch: batch size :math:`B`.
+
+    Returns:
+        The FLOPs split into projections, scores and weighted sum.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is not positive.
+    """
+    kv_len = q_len if kv_len is None else kv_len
+    for name, value in (
+        ("q_len", q_len),
+        ("d_model", d_model),
+        ("kv_len", kv_len),
+        ("batch", batch),
+    ):
+        _check_size(name, value)
+    # Queries and output: L_q rows; keys and values: L_k rows.
+    projections = 2 * batch * (2 * q_len + 2 * kv_len) * d_model**2
+    pairwise = 2 * batch * q_len * kv_len * d_model
+    return AttentionFlops(projections, pairwise, pairwise)
+
+
+def lstm_flops(
+    seq_len: int, input_size: int, hidden_size: int, *, batch: int = 1
+) -> int:
+    r"""FLOPs of a one-layer LSTM forward pass (matrix products only).
+
+    Each step maps :math:`x_t` and :math:`h_{t-1}` to four gates:
+    :math:`2 \cdot 4 H (I + H)` FLOPs, so :math:`8 N H (I + H)` per
+    sequence, linear in the length :math:`N` (Hochreiter and Schmidhuber,
+    1997).
+
+    Args:
+        seq_len: sequence length :math:`N`.
+        input_size: input width :math:`I`.
+        hidden_size: hidden width :math:`H`.
+        batch: batch size :math:`B`.
+
+    Returns:
+        The FLOPs of the gates' matrix products.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is not positive.
+    """
+    for name, value in (
+        ("seq_len", seq_len),
+        ("input_size", input_size),
+        ("hidden_size", hidden_size),
+        ("batch", batch),
+    ):
+        _check_size(name, value)
+    return 8 * batch * seq_len * hidden_size * (input_size + hidden_size)
+
+
+def score_matrix_bytes(
+    batch: int,
+    num_heads: int,
+    q_len: int,
+    kv_len: int | None = None,
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> int:
+    """Bytes of one ``(B, H, Lq, Lk)`` score (or weight) tensor.
+
+    The explicit attention path materialises tensors of this size; the
+    fused path can avoid it (Dao et al., 2022).
+
+    Args:
+        batch: batch size ``B``.
+        num_heads: number of heads ``H``.
+        q_len: query length ``Lq``.
+        kv_len: key length ``Lk``; ``q_len`` when ``None``.
+        dtype: element type of the scores.
+
+    Returns:
+        ``B * H * Lq * Lk`` times the size of one element.
+
+    Raises:
+        TypeError: if a size is not an int or ``dtype`` is not a dtype.
+        ValueError: if a size is not positive.
+    """
+    kv_len = q_len if kv_len is None else kv_len
+    for name, value in (
+        ("batch", batch),
+        ("num_heads", num_heads),
+        ("q_len", q_len),
+        ("kv_len", kv_len),
+    ):
+        _check_size(name, value)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype, got {type(dtype).__name__}"
+        )
+    return batch * num_heads * q_len * kv_len * dtype.itemsize
+
+
+def peak_memory(
+    fn: Callable[[], object], *, dev: torch.device | str | None = None
+) -> int:
+    """Peak bytes allocated while ``fn()`` runs, above those in use before.
+
+    On CUDA this reads ``torch.cuda.max_memory_allocated`` (after resetting
+    the peak). On the CPU it replays the allocation and free events that
+    ``torch.profiler`` records with ``profile_memory=True`` and returns
+    the highest running total; allocations made inside kernels through
+    PyTorch's allocator are included. What ``fn`` returns is dropped
+    before the CPU total is read, which does not change the peak.
+
+    Args:
+        fn: a callable with no arguments.
+        dev: ``"cpu"`` or a CUDA device; the CPU when ``None``.
+
+    Returns:
+        The peak extra memory in bytes (0 if nothing was allocated).
+
+    Raises:
+        ValueError: for a device other than the CPU or CUDA.
+    """
+    device = torch.device("cpu" if dev is None else dev)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
+    if device.type != "cpu":
+        raise ValueError(
+            f"dev={str(device)!r}: peak memory is measured on 'cpu' or "
+            f"'cuda' only"
+        )
+    from torch.profiler import ProfilerActivity, profile
+
+    # Kineto logs every profiler start and stop to the process's stderr,
+    # which a notebook shows as cell output; its log level is read when
+    # the first profiler starts. A level the caller set is left alone.
+    quiet = _KINETO_LOG_LEVEL not in os.environ
+    if quiet:
+        os.environ[_KINETO_LOG_LEVEL] = "9"
+    try:
+        with profile(
+            activities=[ProfilerActivity.CPU], profile_memory=True
+        ) as p:
+            fn()
+    finally:
+        if quiet:
+            os.environ.pop(_KINETO_LOG_LEVEL, None)
+    events = [
+        (e.start_ns(), e.nbytes())
+        for e in p.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type().name == "CPU"
+    ]
+    events.sort(key=lambda item: item[0])
+    running = peak = 0
+    for _, nbytes in events:
+        running += nbytes
+        peak = max(peak, running)
+    return int(peak)
+
+
+def loglog_slope(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
+) -> float:
+    """Least-squares slope of ``log y`` against ``log x``.
+
+    A cost that grows like ``x**p`` has slope ``p``.
+
+    Args:
+        x: positive abscissae, at least two distinct values.
+        y: positive values, one per ``x``.
+
+    Returns:
+        The fitted exponent ``p``.
+
+    Raises:
+        ValueError: if the lengths differ, fewer than two distinct ``x``
+            are given, or a value is not positive.
+    """
+    xs = np.asarray(x, dtype=float)
+    ys = np.asarray(y, dtype=float)
+    if xs.ndim != 1 or xs.shape != ys.shape:
+        raise ValueError(
+            f"x and y must be 1-D of the same length, got shapes "
+            f"{xs.shape} and {ys.shape}"
+        )
+    if np.unique(xs).size < 2:
+        raise ValueError("x must hold at least two distinct values")
+    if (xs <= 0).any() or (ys <= 0).any():
+        raise ValueError("x and y must be positive (log scale)")
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
