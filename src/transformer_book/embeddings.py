@@ -1,0 +1,636 @@
+"""Word2vec: learning word vectors by predicting neighbours.
+
+Mikolov et al. (2013a) proposed two shallow models that learn an embedding
+per word from raw text, and Mikolov et al. (2013b) made them fast with
+*negative sampling*:
+
+* :class:`SkipGram` predicts each context word from the centre word;
+* :class:`CBOW` (continuous bag of words) predicts the centre word from
+  the average of its context words.
+
+Both keep two tables of vectors, one for words in the role of input
+(``in_embed``, the word vectors one keeps) and one for words in the role
+of output (``out_embed``). Instead of a softmax over the whole vocabulary,
+negative sampling turns each prediction into binary classifications: the
+true (input, output) pair should score high, ``K`` random "noise" words
+drawn from the unigram distribution raised to the power 3/4 should score
+low. For an input vector :math:`h`, the true output vector :math:`u_o` and
+noise vectors :math:`u_1, \\ldots, u_K` the loss is
+
+.. math::
+
+    \\ell = -\\log \\sigma(u_o^\\top h)
+            - \\sum_{k=1}^{K} \\log \\sigma(-u_k^\\top h).
+
+The module also builds the training examples from a sequence of token ids
+(:func:`skipgram_pairs`, :func:`cbow_windows`), trains either model
+(:func:`train_word2vec`) and queries the learned vectors by cosine
+similarity (:func:`nearest_neighbours`, :func:`analogy`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "CBOW",
+    "SkipGram",
+    "analogy",
+    "cbow_windows",
+    "cosine_similarities",
+    "nearest_neighbours",
+    "negative_sampling_loss",
+    "noise_distribution",
+    "skipgram_pairs",
+    "subsample",
+    "train_word2vec",
+]
+
+
+# --------------------------------------------------------------------------
+# Training examples
+# --------------------------------------------------------------------------
+
+
+def _as_id_tensor(ids: Sequence[int] | Tensor, name: str = "ids") -> Tensor:
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a sequence of int token ids, got "
+            f"{type(ids).__name__}"
+        )
+    t = torch.as_tensor(ids)
+    if t.numel() == 0 and t.dim() == 1:
+        return t.long()  # [] reads as float32
+    if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+        raise TypeError(f"{name} must hold integer token ids, got {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(
+            f"{name} must be one sequence, shape (N,), got {tuple(t.shape)}"
+        )
+    if t.numel() and int(t.min()) < 0:
+        raise ValueError(f"{name} holds a negative token id {int(t.min())}")
+    return t.long()
+
+
+def _check_window(window: int) -> int:
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(
+            f"window must be an int, got {type(window).__name__}"
+        )
+    if window < 1:
+        raise ValueError(f"window={window} must be >= 1")
+    return window
+
+
+def skipgram_pairs(ids: Sequence[int] | Tensor, window: int) -> Tensor:
+    """All (centre, context) pairs within ``window`` tokens of each other.
+
+    For every position ``t`` and every offset ``1 <= |j| <= window`` with
+    ``t + j`` inside the sequence, the pair ``(ids[t], ids[t + j])`` is
+    one skip-gram training example.
+
+    Args:
+        ids: token ids, shape ``(N,)``.
+        window: how many tokens on each side count as context (>= 1).
+
+    Returns:
+        The pairs, shape ``(P, 2)``: column 0 the centre, column 1 the
+        context word. Pairs are grouped by offset (all ``j = -window``
+        pairs first); shuffle them for training.
+
+    Raises:
+        TypeError: if ``ids`` does not hold integers or ``window`` is not
+            an int.
+        ValueError: if ``ids`` is not 1-D or ``window`` is below 1.
+
+    Example:
+        >>> skipgram_pairs([5, 6, 7], window=1).tolist()
+        [[6, 5], [7, 6], [5, 6], [6, 7]]
+    """
+    t = _as_id_tensor(ids)
+    window = _check_window(window)
+    n = t.numel()
+    parts = []
+    for j in [*range(-window, 0), *range(1, window + 1)]:
+        if abs(j) >= n:
+            continue
+        centre = t[max(0, -j) : n - max(0, j)]
+        context = t[max(0, j) : n - max(0, -j)]
+        parts.append(torch.stack([centre, context], dim=1))
+    if not parts:
+        return torch.empty(0, 2, dtype=torch.long)
+    return torch.cat(parts)
+
+
+def cbow_windows(
+    ids: Sequence[int] | Tensor, window: int
+) -> tuple[Tensor, Tensor]:
+    """Every full context window and the word at its centre.
+
+    Position ``t`` is used when it has ``window`` tokens on both sides, so
+    the first and last ``window`` tokens are centres of no example (they
+    still appear as context).
+
+    Args:
+        ids: token ids, shape ``(N,)``.
+        window: how many tokens on each side form the context (>= 1).
+
+    Returns:
+        ``(centres, contexts)`` with shapes ``(N - 2 window,)`` and
+        ``(N - 2 window, 2 window)``; each context row holds the tokens
+        before the centre, then those after it, in order.
+
+    Raises:
+        TypeError: if ``ids`` does not hold integers or ``window`` is not
+            an int.
+        ValueError: if ``ids`` is not 1-D, ``window`` is below 1, or the
+            sequence is shorter than ``2 window + 1``.
+
+    Example:
+        >>> centres, contexts = cbow_windows([1, 2, 3, 4], window=1)
+        >>> centres.tolist(), contexts.tolist()
+        ([2, 3], [[1, 3], [2, 4]])
+    """
+    t = _as_id_tensor(ids)
+    window = _check_window(window)
+    n = t.numel()
+    if n < 2 * window + 1:
+        raise ValueError(
+            f"ids has {n} tokens, fewer than 2 * window + 1 = "
+            f"{2 * window + 1} needed for one window"
+        )
+    frames = t.unfold(0, 2 * window + 1, 1)  # (N - 2w, 2w + 1)
+    centres = frames[:, window]
+    contexts = torch.cat([frames[:, :window], frames[:, window + 1 :]], 1)
+    return centres.contiguous(), contexts.contiguous()
+
+
+def noise_distribution(
+    ids: Sequence[int] | Tensor, vocab_size: int, power: float = 0.75
+) -> Tensor:
+    """The distribution negative samples are drawn from.
+
+    Mikolov et al. (2013b) found the unigram distribution raised to the
+    power 3/4 (then renormalised) to work best: it samples frequent words
+    less often than their frequency and rare words more often.
+
+    Args:
+        ids: the training token ids, shape ``(N,)``.
+        vocab_size: number of token ids.
+        power: exponent applied to the counts.
+
+    Returns:
+        Probabilities, shape ``(vocab_size,)``, summing to 1; ids that never
+        occur get probability 0.
+
+    Raises:
+        ValueError: if ``ids`` is empty or holds an id outside
+            ``range(vocab_size)``.
+    """
+    t = _as_id_tensor(ids)
+    if t.numel() == 0:
+        raise ValueError("ids is empty; no counts to build noise from")
+    if int(t.max()) >= vocab_size:
+        raise ValueError(
+            f"token id {int(t.max())} in ids is outside range(vocab_size) "
+            f"with vocab_size={vocab_size}"
+        )
+    counts = torch.bincount(t, minlength=vocab_size).double()
+    weights = counts**power
+    return (weights / weights.sum()).float()
+
+
+def subsample(
+    ids: Sequence[int] | Tensor,
+    threshold: float = 1e-3,
+    *,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Drop occurrences of frequent words at random (Mikolov et al., 2013b).
+
+    A token whose word has relative frequency :math:`f` is kept with
+    probability :math:`\\min(1, \\sqrt{t / f})` for the threshold
+    :math:`t`: words rarer than :math:`t` are always kept, and "the" or
+    "of" lose most of their occurrences. The pairs that remain carry more
+    information per step, and training is faster. Words are removed before
+    windows are formed, so the surviving words come closer together.
+
+    Args:
+        ids: token ids, shape ``(N,)``.
+        threshold: the frequency :math:`t` above which words are thinned.
+        generator: random source, for reproducibility.
+
+    Returns:
+        The kept ids, in their original order, shape ``(M,)`` with
+        ``M <= N``.
+
+    Raises:
+        ValueError: if ``threshold`` is not positive.
+    """
+    if not threshold > 0:
+        raise ValueError(f"threshold={threshold} must be > 0")
+    t = _as_id_tensor(ids)
+    if t.numel() == 0:
+        return t
+    counts = torch.bincount(t).double()
+    freq = counts[t] / t.numel()
+    keep = (threshold / freq).sqrt().clamp(max=1.0)
+    draw = torch.rand(t.numel(), generator=generator, dtype=torch.float64)
+    return t[draw < keep]
+
+
+# --------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------
+
+
+def negative_sampling_loss(
+    inputs: Tensor, positives: Tensor, negatives: Tensor
+) -> Tensor:
+    """The negative-sampling loss of word2vec, averaged over the batch.
+
+    Args:
+        inputs: input vectors :math:`h`, shape ``(B, D)``.
+        positives: output vectors of the true words, shape ``(B, D)``.
+        negatives: output vectors of the noise words, shape ``(B, K, D)``.
+
+    Returns:
+        A scalar, the batch mean of the loss
+        :math:`-\\log\\sigma(u_o^\\top h)
+        - \\sum_k \\log\\sigma(-u_k^\\top h)`.
+
+    Shape:
+        ``B`` examples, ``K`` noise words each, vectors of size ``D``.
+    """
+    pos = (inputs * positives).sum(-1)  # (B,)
+    neg = torch.bmm(negatives, inputs.unsqueeze(-1)).squeeze(-1)  # (B, K)
+    loss = -F.logsigmoid(pos) - F.logsigmoid(-neg).sum(-1)
+    return loss.mean()
+
+
+class _Word2Vec(nn.Module):
+    """Two embedding tables and the initialisation of the word2vec code."""
+
+    def __init__(self, vocab_size: int, embedding_dim: int) -> None:
+        super().__init__()
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("embedding_dim", embedding_dim),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"{name} must be an int, got {type(value).__name__}"
+                )
+            if value < 1:
+                raise ValueError(f"{name}={value} must be >= 1")
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.in_embed = nn.Embedding(vocab_size, embedding_dim)
+        self.out_embed = nn.Embedding(vocab_size, embedding_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Input vectors uniform in ``±0.5 / D``, output vectors zero.
+
+        This is the initialisation of the original word2vec program: with
+        zero output vectors every score starts at 0, so every prediction
+        starts at probability 1/2.
+        """
+        bound = 0.5 / self.embedding_dim
+        nn.init.uniform_(self.in_embed.weight, -bound, bound)
+        nn.init.zeros_(self.out_embed.weight)
+
+    @property
+    def embeddings(self) -> Tensor:
+        """The word vectors (the input table), shape ``(V, D)``, detached."""
+        return self.in_embed.weight.detach()
+
+    def _check_ids(self, name: str, ids: Tensor) -> None:
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(
+                f"{name} must hold int64 token ids, got {ids.dtype}"
+            )
+        if ids.numel() and not (
+            0 <= int(ids.min()) and int(ids.max()) < self.vocab_size
+        ):
+            raise ValueError(
+                f"{name} holds a token id outside range(vocab_size) with "
+                f"vocab_size={self.vocab_size}"
+            )
+
+
+class SkipGram(_Word2Vec):
+    """Skip-gram with negative sampling (Mikolov et al., 2013a, 2013b).
+
+    The centre word's input vector :math:`v_c` scores each candidate
+    context word :math:`o` by :math:`u_o^\\top v_c`; the loss is
+    :func:`negative_sampling_loss` with :math:`h = v_c`.
+
+    Args:
+        vocab_size: number of token ids ``V``.
+        embedding_dim: size ``D`` of each word vector.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is below 1.
+
+    Shape:
+        ``centre``: ``(B,)``; ``context``: ``(B,)``; ``negatives``:
+        ``(B, K)``; output: a scalar loss.
+    """
+
+    def forward(
+        self, centre: Tensor, context: Tensor, negatives: Tensor
+    ) -> Tensor:
+        """Return the mean negative-sampling loss of a batch of pairs.
+
+        Args:
+            centre: centre word ids, shape ``(B,)``.
+            context: one true context word id per centre, shape ``(B,)``.
+            negatives: noise word ids, shape ``(B, K)``.
+
+        Returns:
+            The loss, a scalar.
+
+        Raises:
+            TypeError: if ids are not integers.
+            ValueError: if an id is outside the vocabulary.
+        """
+        for name, ids in (
+            ("centre", centre),
+            ("context", context),
+            ("negatives", negatives),
+        ):
+            self._check_ids(name, ids)
+        h = self.in_embed(centre)  # (B, D)
+        return negative_sampling_loss(
+            h, self.out_embed(context), self.out_embed(negatives)
+        )
+
+
+class CBOW(_Word2Vec):
+    """Continuous bag of words with negative sampling (Mikolov et al.).
+
+    The context words' input vectors are averaged,
+    :math:`h = \\frac{1}{C} \\sum_j v_{c_j}`, the order of the context words
+    is lost (hence "bag of words"), and :math:`h` scores the centre word
+    against noise words with :func:`negative_sampling_loss`.
+
+    Args:
+        vocab_size: number of token ids ``V``.
+        embedding_dim: size ``D`` of each word vector.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is below 1.
+
+    Shape:
+        ``context``: ``(B, C)``; ``centre``: ``(B,)``; ``negatives``:
+        ``(B, K)``; output: a scalar loss.
+    """
+
+    def forward(
+        self, context: Tensor, centre: Tensor, negatives: Tensor
+    ) -> Tensor:
+        """Return the mean negative-sampling loss of a batch of windows.
+
+        Args:
+            context: context word ids, shape ``(B, C)``.
+            centre: the word each context surrounds, shape ``(B,)``.
+            negatives: noise word ids, shape ``(B, K)``.
+
+        Returns:
+            The loss, a scalar.
+
+        Raises:
+            TypeError: if ids are not integers.
+            ValueError: if an id is outside the vocabulary or ``context``
+                is not 2-D.
+        """
+        if context.dim() != 2:
+            raise ValueError(
+                "context must have shape (B, C), got "
+                f"{tuple(context.shape)}"
+            )
+        for name, ids in (
+            ("context", context),
+            ("centre", centre),
+            ("negatives", negatives),
+        ):
+            self._check_ids(name, ids)
+        h = self.in_embed(context).mean(dim=1)  # (B, C, D) -> (B, D)
+        return negative_sampling_loss(
+            h, self.out_embed(centre), self.out_embed(negatives)
+        )
+
+
+def train_word2vec(
+    model: SkipGram | CBOW,
+    ids: Sequence[int] | Tensor,
+    *,
+    window: int = 2,
+    num_negatives: int = 5,
+    batch_size: int = 1024,
+    epochs: int = 1,
+    lr: float = 0.01,
+    generator: torch.Generator | None = None,
+) -> list[float]:
+    """Train a skip-gram or CBOW model on one token sequence with Adam.
+
+    Each epoch shuffles all examples (:func:`skipgram_pairs` or
+    :func:`cbow_windows`) and draws ``num_negatives`` noise words per
+    example from :func:`noise_distribution`. Noise words are not checked
+    against the true word: with a vocabulary of thousands a collision is
+    rare, and the original implementation does the same.
+
+    Args:
+        model: the model to train, in place.
+        ids: training token ids, shape ``(N,)``.
+        window: context words on each side of the centre.
+        num_negatives: noise words ``K`` per example.
+        batch_size: examples per optimiser step.
+        epochs: passes over the examples.
+        lr: Adam's learning rate.
+        generator: random source for shuffling and noise, for
+            reproducibility.
+
+    Returns:
+        The loss of every optimiser step, in order.
+
+    Raises:
+        TypeError: if ``model`` is neither :class:`SkipGram` nor
+            :class:`CBOW`.
+        ValueError: if a count is below 1 or ``ids`` yields no example.
+    """
+    if not isinstance(model, (SkipGram, CBOW)):
+        raise TypeError(
+            f"model must be a SkipGram or CBOW, got {type(model).__name__}"
+        )
+    for name, value in (
+        ("num_negatives", num_negatives),
+        ("batch_size", batch_size),
+        ("epochs", epochs),
+    ):
+        if operator.index(value) < 1:
+            raise ValueError(f"{name}={value} must be >= 1")
+    t = _as_id_tensor(ids)
+    noise = noise_distribution(t, model.vocab_size)
+    if isinstance(model, SkipGram):
+        pairs = skipgram_pairs(t, window)
+        inputs, targets = pairs[:, 0], pairs[:, 1]
+    else:
+        targets, inputs = cbow_windows(t, window)
+    n = targets.shape[0]
+    if n == 0:
+        raise ValueError("ids is too short to give one training example")
+    device = model.in_embed.weight.device
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    losses: list[float] = []
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
+            negatives = torch.multinomial(
+                noise, idx.numel() * num_negatives, True, generator=generator
+            ).view(idx.numel(), num_negatives)  # (B * K,) -> (B, K)
+            x, y = inputs[idx].to(device), targets[idx].to(device)
+            negatives = negatives.to(device)
+            # SkipGram(centre, context, ...) and CBOW(context, centre, ...)
+            loss = model(x, y, negatives)
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
+    return losses
+
+
+# --------------------------------------------------------------------------
+# Queries
+# --------------------------------------------------------------------------
+
+
+def _check_embeddings(embeddings: Tensor) -> Tensor:
+    if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
+        raise ValueError(
+            "embeddings must be a tensor of shape (V, D), got "
+            f"{getattr(embeddings, 'shape', type(embeddings).__name__)}"
+        )
+    return embeddings.detach().float()
+
+
+def _vector(embeddings: Tensor, query: int | Tensor, name: str) -> Tensor:
+    if isinstance(query, Tensor) and query.dim() == 1:
+        if query.shape[0] != embeddings.shape[1]:
+            raise ValueError(
+                f"{name} has size {query.shape[0]}, expected "
+                f"{embeddings.shape[1]}"
+            )
+        return query.detach().float()
+    i = operator.index(query)
+    if not 0 <= i < embeddings.shape[0]:
+        raise ValueError(
+            f"{name}={i} is outside range({embeddings.shape[0]})"
+        )
+    return embeddings[i]
+
+
+def cosine_similarities(
+    embeddings: Tensor, query: int | Tensor
+) -> Tensor:
+    """Cosine similarity of every row of ``embeddings`` to a query.
+
+    Args:
+        embeddings: the vectors, shape ``(V, D)``.
+        query: a row index, or a vector of shape ``(D,)``.
+
+    Returns:
+        Similarities in ``[-1, 1]``, shape ``(V,)`` (0 for a zero row).
+
+    Raises:
+        ValueError: if ``embeddings`` is not 2-D or ``query`` is out of
+            range or of the wrong size.
+    """
+    emb = _check_embeddings(embeddings)
+    q = _vector(emb, query, "query")
+    return F.cosine_similarity(emb, q.unsqueeze(0), dim=1, eps=1e-12)
+
+
+def nearest_neighbours(
+    embeddings: Tensor,
+    query: int | Tensor,
+    k: int = 5,
+    *,
+    exclude: Iterable[int] = (),
+) -> list[tuple[int, float]]:
+    """The ``k`` rows most similar to a query by cosine similarity.
+
+    Args:
+        embeddings: the vectors, shape ``(V, D)``.
+        query: a row index (which is then left out of the answer) or a
+            vector of shape ``(D,)``.
+        k: how many neighbours to return.
+        exclude: more row indices to leave out (e.g. special tokens).
+
+    Returns:
+        ``(index, similarity)`` pairs, most similar first.
+
+    Raises:
+        ValueError: if ``k`` is below 1, or ``embeddings``/``query`` is
+            invalid.
+    """
+    if operator.index(k) < 1:
+        raise ValueError(f"k={k} must be >= 1")
+    sims = cosine_similarities(embeddings, query).clone()
+    skip = list(exclude)
+    if not isinstance(query, Tensor) or query.dim() == 0:
+        skip.append(operator.index(query))
+    if skip:
+        sims[torch.tensor(skip, dtype=torch.long)] = -float("inf")
+    k = min(k, int(torch.isfinite(sims).sum()))
+    values, indices = sims.topk(k)
+    return [(int(i), float(v)) for i, v in zip(indices, values, strict=True)]
+
+
+def analogy(
+    embeddings: Tensor,
+    a: int,
+    b: int,
+    c: int,
+    k: int = 1,
+    *,
+    exclude: Iterable[int] = (),
+) -> list[tuple[int, float]]:
+    """Solve "``a`` is to ``b`` as ``c`` is to ?" by vector offsets.
+
+    The answer is the row nearest (by cosine) to
+    :math:`\\hat v_b - \\hat v_a + \\hat v_c`, where :math:`\\hat v` is a
+    vector scaled to unit length, leaving out ``a``, ``b`` and ``c``
+    themselves, as in Mikolov et al. (2013a).
+
+    Args:
+        embeddings: the vectors, shape ``(V, D)``.
+        a: index of the first word of the known pair.
+        b: index of the second word of the known pair.
+        c: index of the first word of the queried pair.
+        k: how many candidates to return.
+        exclude: more row indices to leave out.
+
+    Returns:
+        ``(index, similarity)`` pairs, best first.
+
+    Raises:
+        ValueError: if an index is out of range or ``k`` is below 1.
+    """
+    emb = F.normalize(_check_embeddings(embeddings), dim=1)
+    target = (
+        _vector(emb, b, "b") - _vector(emb, a, "a") + _vector(emb, c, "c")
+    )
+    return nearest_neighbours(
+        emb, target, k, exclude=[a, b, c, *exclude]
+    )
