@@ -31,3 +31,41 @@ def test_plot_softmax_sharpness_bad_input():
         plotting.plot_softmax_sharpness({4: torch.ones(2, 2)})
     with pytest.raises(TypeError, match="ax must be matplotlib Axes"):
         plotting.plot_softmax_sharpness({4: torch.ones(2)}, ax="nope")
+
+
+def test_styled_keeps_interactive_mode_switched_on_inside():
+    """A backend that turns interactive mode on keeps it on afterwards."""
+    was = mpl.is_interactive()
+
+    @plotting.styled
+    def starts_backend():
+        mpl.interactive(True)
+
+    try:
+        mpl.interactive(False)
+        starts_backend()
+        assert mpl.is_interactive()
+    finally:
+        mpl.interactive(was)
+
+
+def test_every_figure_of_a_notebook_is_displayed():
+    """Two helper calls in two cells give two images, as a page needs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cell = (
+        "from transformer_book import plotting\n"
+        "plotting.plot_softmax_sharpness({4: [0.2, 0.8]})"
+    )
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(cell) for _ in range(2)]
+    )
+    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    images = [
+        output
+        for c in notebook.cells
+        for output in c.outputs
+        if "image/png" in output.get("data", {})
+    ]
+    assert len(images) == 2

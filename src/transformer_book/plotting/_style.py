@@ -56,8 +56,19 @@ def styled(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with mpl.rc_context(HOUSE_RC):
-            return fn(*args, **kwargs)
+        interactive = mpl.is_interactive()
+        try:
+            with mpl.rc_context(HOUSE_RC):
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    # The first figure of a notebook starts IPython's inline
+                    # backend, which switches interactive mode on. Leaving
+                    # the context would switch it off again, and no later
+                    # figure of the notebook would be shown: keep it.
+                    interactive = mpl.is_interactive()
+        finally:
+            mpl.interactive(interactive)
 
     return wrapper  # type: ignore[return-value]
 
