@@ -103,6 +103,13 @@ def main() -> int:
                 print(f"package changed: removing {stale.relative_to(root)}")
                 shutil.rmtree(stale)
 
+    # Each kernel would start one compute thread per core: with several
+    # pages at once the threads outnumber the cores, and the small models
+    # the pages train slow down many times over. Share the cores instead.
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    print(f"{os.environ['OMP_NUM_THREADS']} compute thread(s) per page")
+
     cache = get_cache(str(cache_dir))
     todo = []
     for page in toc_pages(root):
