@@ -144,6 +144,37 @@ def test_intro_loads_cleanly_with_figure_and_math(visit):
     assert visit.blocked == [], "the page asked for off-site resources"
 
 
+def chapter_pages() -> list[str]:
+    """The chapters listed in ``_toc.yml`` (every part), as HTML paths."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [
+        f"{chapter['file']}.html"
+        for part in toc["parts"]
+        for chapter in part["chapters"]
+    ]
+
+
+@pytest.mark.parametrize("path", chapter_pages())
+def test_every_chapter_loads_with_its_figures_and_math(visit, path):
+    """No console error, every image decoded, math typeset offline."""
+    visit.goto(path)
+    page = visit.page
+    images = page.locator("article img")
+    widths = images.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
+    assert all(w > 0 for w in widths), (path, widths)
+    if page.locator(".math").count():
+        page.wait_for_selector("mjx-container", timeout=20_000)
+        # No TeX left unrendered: MathJax marks what it could not parse.
+        assert page.locator("mjx-merror").count() == 0, path
+    name = path.replace("/", "-").removesuffix(".html")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    assert visit.real_errors() == [], path
+    assert visit.blocked == [], path
+
+
 def test_citation_resolves_to_bibliography(visit):
     visit.goto("book/intro.html")
     link = visit.page.locator("a[href*='bibliography.html#']").first
