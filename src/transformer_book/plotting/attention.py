@@ -469,8 +469,10 @@ def _offset_profile(
     rows, cols = np.indices((size, size))
     offset = cols - rows
     if circular:
-        offset = offset % size
-        offsets = np.arange(size)
+        # Wrap into -T//2 .. T - T//2 - 1, so "one back" stays at -1.
+        half = size // 2
+        offset = (offset + half) % size - half
+        offsets = np.arange(-half, size - half)
     else:
         offsets = np.arange(-(size - 1), size)
     profile = np.stack(
@@ -500,7 +502,7 @@ def plot_attention_offsets(
     Args:
         weights: self-attention weights, per head.
         circular: measure offsets modulo ``T`` (for sequences that wrap
-            around), giving offsets ``0 .. T - 1``.
+            around), as the offsets ``-T // 2 .. T - T // 2 - 1``.
         titles: one legend label per head; ``"head h"`` when ``None``.
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
