@@ -434,7 +434,7 @@ class LSTM(RNNBase):
 
     .. math::
 
-        c_t &= f_t \odot c_{t-1} + i_t \odot g_t, \qquad
+        c_t = f_t \odot c_{t-1} + i_t \odot g_t, \qquad
         h_t = o_t \odot \tanh(c_t)
 
     Args:
