@@ -105,7 +105,10 @@ class Visit:
             self.errors.append(message.text)
 
     def goto(self, path: str) -> None:
-        self.page.goto(f"{self.base_url}/{path}", wait_until="load")
+        response = self.page.goto(f"{self.base_url}/{path}", wait_until="load")
+        assert response is not None and response.ok, (
+            f"{path}: HTTP {response.status if response else 'no response'}"
+        )
 
     def real_errors(self) -> list[str]:
         return [
@@ -165,7 +168,10 @@ def test_every_chapter_loads_with_its_figures_and_math(visit, path):
     widths = images.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
     assert all(w > 0 for w in widths), (path, widths)
     if page.locator(".math").count():
-        page.wait_for_selector("mjx-container", timeout=20_000)
+        # Attached, not visible: some math sits in closed dropdowns.
+        page.wait_for_selector(
+            "mjx-container", state="attached", timeout=20_000
+        )
         # No TeX left unrendered: MathJax marks what it could not parse.
         assert page.locator("mjx-merror").count() == 0, path
     name = path.replace("/", "-").removesuffix(".html")
