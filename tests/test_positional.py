@@ -512,13 +512,6 @@ def test_positional_figures_draw_and_return_axes():
         train_len=8,
     )
     assert len(ax.lines) >= 2
-    ax = plotting.plot_loglog(
-        [64, 128, 256],
-        {"x": [1.0, 4.0, 16.0]},
-        ylabel="seconds",
-        slopes={"x": 2.0},
-    )
-    assert ax.get_xscale() == "log"
     plt.close("all")
 
 
@@ -529,5 +522,3 @@ def test_positional_figures_reject_bad_input():
         plotting.plot_encoding_waves(np.zeros((5, 4)), dims=[4])
     with pytest.raises(ValueError, match="bias must be 3-D"):
         plotting.plot_alibi_bias(np.zeros((3, 3)))
-    with pytest.raises(ValueError, match="has 2 values"):
-        plotting.plot_loglog([1, 2, 3], {"x": [1.0, 2.0]}, ylabel="y")

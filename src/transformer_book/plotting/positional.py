@@ -11,13 +11,12 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.ticker import ScalarFormatter
 
-from ._style import PALETTE, get_axes, styled
+from ._style import get_axes, styled
 
 __all__ = [
     "plot_alibi_bias",
     "plot_encoding_waves",
     "plot_length_generalization",
-    "plot_loglog",
     "plot_positional_encoding",
     "plot_relative_buckets",
 ]
@@ -307,70 +306,6 @@ def plot_length_generalization(
     if logx:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
-    return ax
-
-
-@styled
-def plot_loglog(
-    x: Sequence[float] | np.ndarray,
-    series: Mapping[str, Sequence[float] | np.ndarray],
-    *,
-    ylabel: str,
-    xlabel: str = "sequence length $N$",
-    slopes: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
-) -> Axes:
-    """Draw measurements against size on log-log axes, one line each.
-
-    A straight line of slope :math:`p` on these axes is a power law
-    :math:`y \\propto x^p`; the fitted slope of each curve can be written
-    in its legend entry.
-
-    Args:
-        x: the sizes.
-        series: maps a label to its measurement at each size; ``nan``
-            entries (not measured) are skipped.
-        ylabel: label of the y axis (with its unit).
-        xlabel: label of the x axis.
-        slopes: maps a label to its fitted log-log slope, shown in the
-            legend.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
-
-    Returns:
-        The axes drawn on.
-
-    Raises:
-        ValueError: if ``series`` is empty or a curve has the wrong size.
-    """
-    xs = _array(x, "x", 1)
-    curves = _curves(xs, series, "series")
-    ax = get_axes(ax)
-    for index, (label, y) in enumerate(curves.items()):
-        marker = _MARKERS[index % len(_MARKERS)]
-        dash = _DASHES[index % len(_DASHES)]
-        colour = PALETTE[index % len(PALETTE)]
-        name = label
-        if slopes is not None and label in slopes:
-            name = f"{label} (slope {slopes[label]:.2f})"
-        keep = np.isfinite(y) & (y > 0)
-        ax.plot(
-            xs[keep],
-            y[keep],
-            marker=marker,
-            ls=dash,
-            color=colour,
-            label=name,
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
