@@ -1,3 +1,590 @@
-"""Placeholder, filled in by its chapter."""
+"""RNN encoder-decoder, with and without additive (Bahdanau) attention.
 
-__all__: list[str] = []
+The encoder reads the source into one *annotation* per token; the decoder
+writes the target one token at a time. Without attention the decoder sees
+the source only through one fixed vector, the encoder's final state, at
+every step (Cho et al., 2014; Sutskever et al., 2014). With attention it
+recomputes a context vector at every step, a weighted average of the
+annotations whose weights it chooses (Bahdanau et al., 2014), and
+returns those weights for plotting.
+
+Both recurrences are the package's own :class:`~transformer_book.rnn.GRU`
+(encoder) and :class:`~transformer_book.rnn.GRUCell` (decoder): on the
+small models of the book they are as fast as ``torch.nn.GRU`` on a CPU,
+because the decoder's loop over time steps cannot be fused anyway.
+
+Source batches are right-padded; ``src_mask`` is ``True`` at real tokens
+(the package's mask convention), or the source lengths can be passed
+instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from ..masks import padding_mask
+from .cells import GRUCell
+from .layers import GRU
+
+__all__ = [
+    "BahdanauAttention",
+    "GreedyOutput",
+    "Seq2Seq",
+    "Seq2SeqConfig",
+    "Seq2SeqOutput",
+    "pad_batch",
+]
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}")
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]],
+    pad_id: int = 0,
+    *,
+    device: torch.device | str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Right-pad token-id sequences into one batch.
+
+    Args:
+        sequences: ``B`` non-empty lists of token ids.
+        pad_id: id written after the end of each shorter sequence.
+        device: device of the returned tensors.
+
+    Shape:
+        - returns ``ids`` ``(B, T)`` with ``T`` the longest length, and
+          ``lengths`` ``(B,)``.
+
+    Returns:
+        ``(ids, lengths)``, both ``torch.long``.
+
+    Raises:
+        ValueError: if ``sequences`` or one of its sequences is empty.
+    """
+    if len(sequences) == 0:
+        raise ValueError("sequences is empty; expected at least one sequence")
+    lengths = [len(s) for s in sequences]
+    if min(lengths) == 0:
+        raise ValueError(
+            f"sequences[{lengths.index(0)}] is empty; every sequence needs "
+            "at least one token"
+        )
+    ids = torch.full((len(sequences), max(lengths)), pad_id, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return ids.to(device), torch.tensor(lengths, device=device)
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Sizes and special ids of a :class:`Seq2Seq` model.
+
+    Args:
+        src_vocab_size: source token ids are in ``range(src_vocab_size)``.
+        tgt_vocab_size: target token ids are in ``range(tgt_vocab_size)``.
+        embed_size: width of the token embeddings.
+        hidden_size: width ``H`` of the encoder (per direction) and of the
+            decoder state.
+        attention: use Bahdanau attention; ``False`` gives the fixed-vector
+            model of Cho et al. (2014).
+        attention_size: width of the attention's hidden layer;
+            ``hidden_size`` when ``None``.
+        bidirectional: read the source in both directions, so that each
+            annotation summarises the tokens on both sides (as Bahdanau et
+            al. do).
+        dropout: dropout on embeddings and on the decoder's output layer
+            input (training mode only).
+        pad_id: id of padding in both vocabularies.
+        bos_id: id of the start token the decoder is first fed.
+        eos_id: id of the end token that stops greedy decoding.
+
+    Raises:
+        TypeError: if a size or id is not an int, or a flag not a bool.
+        ValueError: if a size is below 1, ``dropout`` is outside [0, 1),
+            or a special id is outside the target vocabulary.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_size: int = 64
+    hidden_size: int = 128
+    attention: bool = True
+    attention_size: int | None = None
+    bidirectional: bool = True
+    dropout: float = 0.0
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size"):
+            _check_int(name, getattr(self, name), 1)
+        for name in ("embed_size", "hidden_size"):
+            _check_int(name, getattr(self, name), 1)
+        if self.attention_size is not None:
+            _check_int("attention_size", self.attention_size, 1)
+        for name in ("attention", "bidirectional"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(
+                    f"{name} must be a bool, got "
+                    f"{type(getattr(self, name)).__name__}"
+                )
+        if isinstance(self.dropout, bool) or not isinstance(
+            self.dropout, (int, float)
+        ):
+            raise TypeError(
+                f"dropout must be a float, got {type(self.dropout).__name__}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout={self.dropout!r} must be in [0, 1)")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            _check_int(name, getattr(self, name), 0)
+            if getattr(self, name) >= self.tgt_vocab_size:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is outside the target "
+                    f"vocabulary (tgt_vocab_size={self.tgt_vocab_size})"
+                )
+        if self.pad_id >= self.src_vocab_size:
+            raise ValueError(
+                f"pad_id={self.pad_id} is outside the source vocabulary "
+                f"(src_vocab_size={self.src_vocab_size})"
+            )
+
+    @property
+    def num_directions(self) -> int:
+        """2 for a bidirectional encoder, else 1."""
+        return 2 if self.bidirectional else 1
+
+    @property
+    def annotation_size(self) -> int:
+        """Width of one encoder annotation, ``num_directions * H``."""
+        return self.num_directions * self.hidden_size
+
+
+class BahdanauAttention(nn.Module):
+    r"""Additive attention (Bahdanau et al., 2014).
+
+    A small feed-forward network scores each key :math:`h_j` against the
+    query :math:`s` (the decoder's previous state), a softmax over the
+    source turns the scores into weights, and the context is the weighted
+    average of the keys:
+
+    .. math::
+
+        e_j = v^\top \tanh(W_q s + W_k h_j + b), \qquad
+        \alpha_j = \frac{\exp e_j}{\sum_{k} \exp e_k}, \qquad
+        c = \sum_j \alpha_j h_j
+
+    The sums run over real source tokens only: padded positions get weight
+    exactly 0, and a row with no real token returns zeros, never NaN.
+    :math:`W_k h_j + b` does not depend on the decoder step, so
+    :meth:`project_keys` computes it once per source sentence.
+
+    Args:
+        query_size: features of the query :math:`s`.
+        key_size: features of each key :math:`h_j`.
+        attention_size: width of the hidden layer (rows of :math:`W_q`,
+            :math:`W_k`, length of :math:`v`).
+
+    Shape:
+        - query: ``(B, query_size)``.
+        - keys: ``(B, S, key_size)``, ``S`` source positions.
+        - mask: ``(B, S)``, ``True`` at real tokens.
+        - returns ``context`` ``(B, key_size)`` and ``weights``
+          ``(B, S)``.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is below 1.
+    """
+
+    def __init__(
+        self, query_size: int, key_size: int, attention_size: int
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("query_size", query_size),
+            ("key_size", key_size),
+            ("attention_size", attention_size),
+        ):
+            _check_int(name, value, 1)
+        self.q_proj = nn.Linear(query_size, attention_size, bias=False)
+        self.k_proj = nn.Linear(key_size, attention_size)
+        # The paper's vector v: one score per hidden unit pattern.
+        self.score_proj = nn.Linear(attention_size, 1, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """Return :math:`W_k h_j + b` for every key, ``(B, S, A)``."""
+        return self.k_proj(keys)
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        mask: Tensor | None = None,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from one query over the keys.
+
+        Args:
+            query: the decoder state :math:`s`.
+            keys: the encoder annotations :math:`h_j`.
+            mask: ``True`` where a key is a real token; all real when
+                ``None``.
+            projected_keys: :meth:`project_keys` of ``keys``, to reuse
+                across decoder steps; computed when ``None``.
+
+        Returns:
+            ``(context, weights)``.
+
+        Raises:
+            ValueError: if ``mask`` is not boolean of shape ``(B, S)``.
+        """
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        hidden = torch.tanh(
+            self.q_proj(query)[:, None, :] + projected_keys
+        )  # (B, S, A)
+        scores = self.score_proj(hidden).squeeze(-1)  # (B, S)
+        if mask is None:
+            weights = torch.softmax(scores, dim=-1)
+        else:
+            if mask.dtype != torch.bool or mask.shape != scores.shape:
+                raise ValueError(
+                    f"mask must be a bool tensor of shape "
+                    f"{tuple(scores.shape)}, got {mask.dtype} "
+                    f"{tuple(mask.shape)}"
+                )
+            low = torch.finfo(scores.dtype).min
+            weights = torch.softmax(scores.masked_fill(~mask, low), dim=-1)
+            # An all-padding row softmaxes to uniform: zero it instead.
+            weights = weights.masked_fill(~mask, 0.0)
+        context = torch.bmm(weights[:, None, :], keys).squeeze(1)
+        return context, weights
+
+
+class Seq2SeqOutput(NamedTuple):
+    """What :meth:`Seq2Seq.forward` returns.
+
+    ``logits`` are the next-token scores ``(B, T, tgt_vocab_size)``;
+    ``attention`` holds the attention weights ``(B, T, S)``, or ``None``
+    for a model without attention.
+    """
+
+    logits: Tensor
+    attention: Tensor | None
+
+
+class GreedyOutput(NamedTuple):
+    """What :meth:`Seq2Seq.greedy_decode` returns.
+
+    ``tokens`` are the generated ids ``(B, T_out)``, each row ending with
+    ``eos_id`` (unless ``max_len`` cut it) and padded with ``pad_id``
+    after it; ``attention`` holds the weights ``(B, T_out, S)``, zero
+    after a row's end, or ``None`` for a model without attention.
+    """
+
+    tokens: Tensor
+    attention: Tensor | None
+
+
+class Seq2Seq(nn.Module):
+    r"""GRU encoder-decoder, with or without Bahdanau attention.
+
+    **Encoder.** Token embeddings go through a GRU, and with
+    ``bidirectional`` through a second GRU that reads each sequence
+    backwards from its last real token; the annotation of token :math:`j`
+    is :math:`h_j = [\overrightarrow{h}_j; \overleftarrow{h}_j]`. The
+    summary :math:`m = [\overrightarrow{h}_{S}; \overleftarrow{h}_1]` (each
+    direction's final state) starts the decoder,
+    :math:`s_0 = \tanh(W_s m)`.
+
+    **Decoder.** At step :math:`i`, with :math:`y_{i-1}` the previous
+    target token (``<bos>`` first):
+
+    .. math::
+
+        c_i &= \begin{cases}
+            m & \text{without attention (Cho et al., 2014)} \\
+            \operatorname{attention}(s_{i-1}, h_1, \dots, h_S)
+              & \text{with attention (Bahdanau et al., 2014)}
+        \end{cases} \\
+        s_i &= \operatorname{GRU}([E y_{i-1}; c_i], s_{i-1}) \\
+        p(y_i \mid y_{<i}, x) &= \operatorname{softmax}(
+            W_o [s_i; c_i; E y_{i-1}] + b_o)
+
+    so the two models differ only in where :math:`c_i` comes from: a fixed
+    vector for the whole sentence, or a new average of the annotations at
+    every step.
+
+    Args:
+        config: the model's sizes and special ids.
+
+    Shape:
+        - src: ``(B, S)`` token ids, right-padded.
+        - src_mask: ``(B, S)`` bool, ``True`` at real tokens; or lengths
+          ``(B,)``.
+        - tgt_in: ``(B, T)``: ``<bos>`` then the target without its last
+          token (teacher forcing).
+
+    Raises:
+        TypeError: if ``config`` is not a :class:`Seq2SeqConfig`.
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        if not isinstance(config, Seq2SeqConfig):
+            raise TypeError(
+                f"config must be a Seq2SeqConfig, got {type(config).__name__}"
+            )
+        self.config = config
+        c = config
+        E, H, A = c.embed_size, c.hidden_size, c.annotation_size
+        self.src_embed = nn.Embedding(
+            c.src_vocab_size, E, padding_idx=c.pad_id
+        )
+        self.tgt_embed = nn.Embedding(
+            c.tgt_vocab_size, E, padding_idx=c.pad_id
+        )
+        self.encoder_fwd = GRU(E, H)
+        self.encoder_bwd = GRU(E, H) if c.bidirectional else None
+        self.bridge = nn.Linear(A, H)
+        self.attention = (
+            BahdanauAttention(H, A, c.attention_size or H)
+            if c.attention
+            else None
+        )
+        self.decoder_cell = GRUCell(E + A, H)
+        self.out_proj = nn.Linear(H + A + E, c.tgt_vocab_size)
+        self.dropout = nn.Dropout(c.dropout)
+
+    # -- checks -----------------------------------------------------------
+
+    def _check_ids(self, name: str, ids: object, vocab_size: int) -> Tensor:
+        if not isinstance(ids, Tensor):
+            raise TypeError(
+                f"{name} must be a tensor, got {type(ids).__name__}"
+            )
+        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise TypeError(
+                f"{name} must hold integer token ids, got {ids.dtype}"
+            )
+        if ids.ndim != 2 or ids.size(1) == 0:
+            raise ValueError(
+                f"{name} must have shape (B, T) with T >= 1, got "
+                f"{tuple(ids.shape)}"
+            )
+        if ids.numel() and (
+            int(ids.min()) < 0 or int(ids.max()) >= vocab_size
+        ):
+            bad = ids[(ids < 0) | (ids >= vocab_size)][0].item()
+            raise ValueError(
+                f"token id {bad} in {name} is outside the vocabulary "
+                f"(vocab_size={vocab_size})"
+            )
+        return ids
+
+    def _source_mask(self, src: Tensor, src_mask: object) -> Tensor:
+        """Turn lengths or a mask into a checked ``(B, S)`` bool mask."""
+        B, S = src.shape
+        if not isinstance(src_mask, Tensor):
+            raise TypeError(
+                f"src_mask must be a bool tensor (B, S) or lengths (B,), "
+                f"got {type(src_mask).__name__}"
+            )
+        if src_mask.dtype != torch.bool:
+            if src_mask.ndim != 1 or src_mask.shape[0] != B:
+                raise ValueError(
+                    f"src_mask given as lengths must have shape ({B},), "
+                    f"got {tuple(src_mask.shape)}"
+                )
+            if src_mask.numel() and int(src_mask.max()) > S:
+                raise ValueError(
+                    f"src_mask holds a length {int(src_mask.max())} above "
+                    f"the source length S={S}"
+                )
+            src_mask = padding_mask(src_mask.to(src.device), S)[:, 0, 0]
+        if tuple(src_mask.shape) != (B, S):
+            raise ValueError(
+                f"src_mask must have shape ({B}, {S}) like src, got "
+                f"{tuple(src_mask.shape)}"
+            )
+        lengths = src_mask.sum(-1)
+        if int(lengths.min()) < 1:
+            raise ValueError(
+                "src_mask has a row with no real token; every source "
+                "needs at least one"
+            )
+        if not torch.equal(src_mask, padding_mask(lengths, S)[:, 0, 0]):
+            raise ValueError(
+                "src_mask must be right-padded: True for the first tokens "
+                "of each row, then False"
+            )
+        return src_mask
+
+    # -- the two halves ---------------------------------------------------
+
+    def encode(
+        self, src: Tensor, src_mask: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Read the source.
+
+        Args:
+            src: source ids ``(B, S)``.
+            src_mask: ``(B, S)`` bool (``True`` = real token) or lengths
+                ``(B,)``.
+
+        Returns:
+            ``(annotations, summary, mask)``: annotations
+            ``(B, S, num_directions * H)`` (zero at padding), the summary
+            vector :math:`m` ``(B, num_directions * H)`` and the checked
+            bool mask ``(B, S)``.
+        """
+        c = self.config
+        src = self._check_ids("src", src, c.src_vocab_size)
+        mask = self._source_mask(src, src_mask)
+        B, S = src.shape
+        lengths = mask.sum(-1)  # (B,)
+        x = self.dropout(self.src_embed(src))  # (B, S, E)
+        fwd, _ = self.encoder_fwd(x)  # (B, S, H)
+        last = (lengths - 1)[:, None, None].expand(-1, 1, c.hidden_size)
+        parts = [fwd]
+        finals = [fwd.gather(1, last).squeeze(1)]  # (B, H)
+        if self.encoder_bwd is not None:
+            # Reverse each row within its length, so that the backward
+            # GRU starts at the last real token and padding comes last.
+            pos = torch.arange(S, device=src.device)
+            rev = (lengths[:, None] - 1 - pos).where(mask, pos)  # (B, S)
+            x_rev = x.gather(1, rev[:, :, None].expand_as(x))
+            bwd_rev, _ = self.encoder_bwd(x_rev)  # (B, S, H)
+            index = rev[:, :, None].expand(-1, -1, c.hidden_size)
+            bwd = bwd_rev.gather(1, index)  # (B, S, H), original order
+            parts.append(bwd)
+            finals.append(bwd[:, 0])  # read the whole row backwards
+        annotations = torch.cat(parts, dim=-1)  # (B, S, A)
+        annotations = annotations * mask[:, :, None]
+        return annotations, torch.cat(finals, dim=-1), mask
+
+    def _decode_step(
+        self,
+        y_prev: Tensor,
+        state: Tensor,
+        memory: tuple[Tensor, Tensor, Tensor, Tensor | None],
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """One decoder step: ``(logits, new state, attention weights)``."""
+        annotations, summary, mask, projected = memory
+        emb = self.dropout(self.tgt_embed(y_prev))  # (B, E)
+        if self.attention is None:
+            context, weights = summary, None
+        else:
+            context, weights = self.attention(
+                state, annotations, mask, projected
+            )
+        state = self.decoder_cell(torch.cat([emb, context], -1), state)
+        features = self.dropout(torch.cat([state, context, emb], -1))
+        return self.out_proj(features), state, weights
+
+    def _start(
+        self, src: Tensor, src_mask: Tensor
+    ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor, Tensor | None]]:
+        annotations, summary, mask = self.encode(src, src_mask)
+        projected = (
+            self.attention.project_keys(annotations)
+            if self.attention is not None
+            else None
+        )
+        state = torch.tanh(self.bridge(summary))  # s_0, (B, H)
+        return state, (annotations, summary, mask, projected)
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor
+    ) -> Seq2SeqOutput:
+        """Score every target position with teacher forcing.
+
+        Args:
+            src: source ids ``(B, S)``, right-padded.
+            src_mask: ``(B, S)`` bool (``True`` = real token) or source
+                lengths ``(B,)``.
+            tgt_in: decoder inputs ``(B, T)``: ``<bos>`` and the target
+                shifted right. Positions after a row's end may hold
+                anything (padding): they do not affect earlier logits.
+
+        Returns:
+            A :class:`Seq2SeqOutput`: logits ``(B, T, tgt_vocab_size)`` and
+            attention weights ``(B, T, S)`` (``None`` without attention).
+
+        Raises:
+            TypeError: if an input is not an integer tensor.
+            ValueError: if a shape disagrees, an id is outside its
+                vocabulary, or ``src_mask`` is not right-padded.
+        """
+        src = self._check_ids("src", src, self.config.src_vocab_size)
+        tgt_in = self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        if tgt_in.size(0) != src.size(0):
+            raise ValueError(
+                f"tgt_in has batch size {tgt_in.size(0)}, src has "
+                f"{src.size(0)}"
+            )
+        state, memory = self._start(src, src_mask)
+        logits, weights = [], []
+        for t in range(tgt_in.size(1)):
+            step_logits, state, w = self._decode_step(
+                tgt_in[:, t], state, memory
+            )
+            logits.append(step_logits)
+            weights.append(w)
+        attention = (
+            torch.stack(weights, 1) if self.attention is not None else None
+        )  # (B, T, S)
+        return Seq2SeqOutput(torch.stack(logits, 1), attention)
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, src: Tensor, src_mask: Tensor, max_len: int = 32
+    ) -> GreedyOutput:
+        """Translate by feeding back the most likely token at each step.
+
+        Decoding stops when every row has produced ``eos_id`` or after
+        ``max_len`` steps.
+
+        Args:
+            src: source ids ``(B, S)``, right-padded.
+            src_mask: ``(B, S)`` bool (``True`` = real token) or source
+                lengths ``(B,)``.
+            max_len: most tokens to generate per row, ``<eos>`` included.
+
+        Returns:
+            A :class:`GreedyOutput`: tokens ``(B, T_out)`` and attention
+            weights ``(B, T_out, S)`` (``None`` without attention).
+
+        Raises:
+            ValueError: if ``max_len`` is below 1, or as :meth:`forward`.
+        """
+        _check_int("max_len", max_len, 1)
+        c = self.config
+        state, memory = self._start(src, src_mask)
+        B = src.size(0)
+        y = torch.full((B,), c.bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        tokens, weights = [], []
+        for _ in range(max_len):
+            step_logits, state, w = self._decode_step(y, state, memory)
+            y = step_logits.argmax(-1).masked_fill(done, c.pad_id)  # (B,)
+            tokens.append(y)
+            if w is not None:
+                weights.append(w.masked_fill(done[:, None], 0.0))
+            done = done | (y == c.eos_id)
+            if bool(done.all()):
+                break
+        attention = torch.stack(weights, 1) if weights else None
+        return GreedyOutput(torch.stack(tokens, 1), attention)
