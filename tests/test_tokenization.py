@@ -344,7 +344,7 @@ def test_wrong_types(tok):
         tok.encode(b"bytes")
     with pytest.raises(TypeError, match="ids must"):
         tok.decode("abc")
-    with pytest.raises(TypeError, match="ids must hold ints"):
+    with pytest.raises(TypeError, match="ids must hold int token ids"):
         tok.decode([1.5])
     with pytest.raises(ValueError, match="token_id=99999"):
         tok.id_to_token(99999)

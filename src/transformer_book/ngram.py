@@ -35,45 +35,18 @@ perplexity of any held-out sequence is finite.
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
+
+from .tokenization import check_token_ids
 
 __all__ = ["SMOOTHING", "NGramLM"]
 
 #: The smoothing methods :class:`NGramLM` accepts.
 SMOOTHING: tuple[str, ...] = ("witten_bell", "add_k")
-
-
-def _as_ids(tokens: Iterable[int], name: str, vocab_size: int) -> list[int]:
-    """Check that ``tokens`` is a sequence of ids in ``range(vocab_size)``."""
-    if isinstance(tokens, (str, bytes)):
-        raise TypeError(
-            f"{name} must be a sequence of int token ids, got "
-            f"{type(tokens).__name__}"
-        )
-    if hasattr(tokens, "tolist"):  # tensors and arrays
-        tokens = tokens.tolist()
-    out = []
-    for t in tokens:
-        if isinstance(t, bool):
-            raise TypeError(f"{name} must hold int token ids, got bool")
-        try:
-            t = operator.index(t)
-        except TypeError:
-            raise TypeError(
-                f"{name} must hold int token ids, got {type(t).__name__}"
-            ) from None
-        if not 0 <= t < vocab_size:
-            raise ValueError(
-                f"token id {t} in {name} is outside range(vocab_size) with "
-                f"vocab_size={vocab_size}"
-            )
-        out.append(t)
-    return out
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -155,7 +128,7 @@ class NGramLM:
             ValueError: if ``tokens`` is empty or holds an id outside the
                 vocabulary.
         """
-        ids = _as_ids(tokens, "tokens", self.vocab_size)
+        ids = check_token_ids(tokens, self.vocab_size, "tokens")
         if not ids:
             raise ValueError("tokens is empty; an n-gram model needs data")
         followers: list[dict[tuple[int, ...], Counter[int]]] = []
@@ -251,7 +224,7 @@ class NGramLM:
     # -- probabilities ----------------------------------------------------
 
     def _context(self, context: Sequence[int]) -> tuple[int, ...]:
-        ids = _as_ids(context, "context", self.vocab_size)
+        ids = check_token_ids(context, self.vocab_size, "context")
         return tuple(ids[len(ids) - self.n + 1 :]) if self.n > 1 else ()
 
     def _prob(self, token: int, context: tuple[int, ...]) -> float:
@@ -290,7 +263,7 @@ class NGramLM:
             RuntimeError: if the model is not fitted.
         """
         self._check_fitted()
-        (token,) = _as_ids([token], "token", self.vocab_size)
+        (token,) = check_token_ids([token], self.vocab_size, "token")
         return self._prob(token, self._context(context))
 
     def distribution(self, context: Sequence[int] = ()) -> np.ndarray:
@@ -350,7 +323,7 @@ class NGramLM:
             RuntimeError: if the model is not fitted.
         """
         self._check_fitted()
-        ids = _as_ids(tokens, "tokens", self.vocab_size)
+        ids = check_token_ids(tokens, self.vocab_size, "tokens")
         if not ids:
             raise ValueError("tokens is empty; nothing to score")
         width = self.n - 1
@@ -378,7 +351,7 @@ class NGramLM:
                 vocabulary.
             RuntimeError: if the model is not fitted.
         """
-        ids = _as_ids(tokens, "tokens", self.vocab_size)
+        ids = check_token_ids(tokens, self.vocab_size, "tokens")
         if not ids:
             raise ValueError("tokens is empty; nothing to score")
         return math.exp(-self.log_likelihood(ids) / len(ids))

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, TypeVar
 from .data import _atomic_write_bytes
 
 __all__ = [
+    "check_token_ids",
     "BOS",
     "EOS",
     "PAD",
@@ -135,6 +136,52 @@ def _from_bytes(data: bytes) -> str:
     except UnicodeDecodeError:
         # Arbitrary ids can spell invalid UTF-8; show it, don't fail.
         return data.decode("utf-8", "replace")
+
+
+def check_token_ids(
+    ids: Iterable[int], vocab_size: int, name: str = "ids"
+) -> list[int]:
+    """Return ``ids`` as a list of ints, each in ``range(vocab_size)``.
+
+    Tensors and arrays are accepted (through ``tolist``).
+
+    Args:
+        ids: a sequence of token ids.
+        vocab_size: the number of ids of the vocabulary.
+        name: the argument's name, for error messages.
+
+    Returns:
+        The ids as a list of Python ints.
+
+    Raises:
+        TypeError: if ``ids`` is a string or a single int, or holds
+            something that is not an int (bools included).
+        ValueError: if an id is outside ``range(vocab_size)``.
+    """
+    if isinstance(ids, (str, bytes, int)):
+        raise TypeError(
+            f"{name} must be a sequence of int token ids, got "
+            f"{type(ids).__name__}"
+        )
+    if hasattr(ids, "tolist"):  # tensors and arrays
+        ids = ids.tolist()
+    out = []
+    for i in ids:
+        if isinstance(i, bool):
+            raise TypeError(f"{name} must hold int token ids, got bool")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(
+                f"{name} must hold int token ids, got {type(i).__name__}"
+            ) from None
+        if not 0 <= i < vocab_size:
+            raise ValueError(
+                f"token id {i} in {name} is outside the vocabulary "
+                f"(vocab_size={vocab_size})"
+            )
+        out.append(i)
+    return out
 
 
 class Tokenizer:
@@ -224,32 +271,7 @@ class Tokenizer:
         return [self.id_to_token(i) for i in self.encode(text)]
 
     def _check_ids(self, ids: Iterable[int]) -> list[int]:
-        if isinstance(ids, (str, bytes)):
-            raise TypeError(
-                f"ids must be a sequence of ints, got {type(ids).__name__}"
-            )
-        if hasattr(ids, "tolist"):  # tensors and arrays
-            ids = ids.tolist()
-        if isinstance(ids, int):
-            raise TypeError("ids must be a sequence of ints, got int")
-        out = []
-        size = self.vocab_size
-        for i in ids:
-            if isinstance(i, bool):
-                raise TypeError("ids must hold ints, got bool")
-            try:
-                i = operator.index(i)
-            except TypeError:
-                raise TypeError(
-                    f"ids must hold ints, got {type(i).__name__}"
-                ) from None
-            if not 0 <= i < size:
-                raise ValueError(
-                    f"token id {i} in ids is outside the vocabulary "
-                    f"(vocab_size={size})"
-                )
-            out.append(i)
-        return out
+        return check_token_ids(ids, self.vocab_size)
 
     def _check_id(self, token_id: int) -> int:
         if isinstance(token_id, bool):
