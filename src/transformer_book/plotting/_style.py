@@ -8,11 +8,13 @@ and they draw on the axes they are given (or on new ones) and return them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
+import torch
 from matplotlib.axes import Axes
 
 __all__ = ["HOUSE_RC", "PALETTE", "get_axes", "styled"]
@@ -93,3 +95,52 @@ def get_axes(
             f"ax must be matplotlib Axes or None, got {type(ax).__name__}"
         )
     return ax
+
+
+def as_array(values: object, name: str, ndim: int | None = None) -> np.ndarray:
+    """Return a tensor, array or sequence as a float NumPy array.
+
+    Args:
+        values: what to convert (a tensor is detached and moved to the CPU).
+        name: the argument's name, for the error message.
+        ndim: the number of dimensions required, or ``None`` for any.
+
+    Raises:
+        ValueError: if ``ndim`` is given and the array has another.
+    """
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    array = np.asarray(values, dtype=float)
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(
+            f"{name} must be {ndim}-D, got shape {tuple(array.shape)}"
+        )
+    return array
+
+
+def check_curves(
+    x: np.ndarray, curves: Mapping[Any, object], name: str
+) -> dict[Any, np.ndarray]:
+    """Return each curve of ``curves`` as a 1-D array, one value per ``x``.
+
+    Args:
+        x: the 1-D x values shared by the curves.
+        curves: maps a label to its values.
+        name: the argument's name, for error messages.
+
+    Raises:
+        ValueError: if ``curves`` is empty, or a curve is not 1-D or has
+            another length than ``x``.
+    """
+    if not curves:
+        raise ValueError(f"{name} must hold at least one curve")
+    out = {}
+    for label, values in curves.items():
+        y = as_array(values, f"{name}[{label!r}]", 1)
+        if y.shape != x.shape:
+            raise ValueError(
+                f"{name}[{label!r}] has {y.size} values, expected {x.size} "
+                f"(one per x value)"
+            )
+        out[label] = y
+    return out

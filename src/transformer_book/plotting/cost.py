@@ -12,26 +12,19 @@ from collections.abc import Mapping, Sequence
 from itertools import cycle
 
 import numpy as np
-import torch
 from matplotlib.axes import Axes
 from matplotlib.ticker import ScalarFormatter
 
-from ._style import PALETTE, get_axes, styled
+from ._style import PALETTE, as_array, check_curves, get_axes, styled
 
 __all__ = ["plot_cost_vs_length"]
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def _positive_1d(values: object, name: str) -> np.ndarray:
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
-    arr = np.asarray(values, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    if arr.size == 0 or not (arr > 0).all():
+def _check_positive(values: np.ndarray, name: str) -> None:
+    if values.size == 0 or not (values > 0).all():
         raise ValueError(f"{name} must be non-empty and positive (log axes)")
-    return arr
 
 
 @styled
@@ -73,18 +66,11 @@ def plot_cost_vs_length(
         ValueError: if ``costs`` is empty, a curve has the wrong length or
             a length or cost is not positive.
     """
-    x = _positive_1d(lengths, "lengths")
-    if not costs:
-        raise ValueError("costs must hold at least one curve")
-    curves = {}
-    for label, values in costs.items():
-        y = _positive_1d(values, f"costs[{label!r}]")
-        if y.shape != x.shape:
-            raise ValueError(
-                f"costs[{label!r}] has {y.size} values, expected {x.size} "
-                f"(one per length)"
-            )
-        curves[label] = y
+    x = as_array(lengths, "lengths", 1)
+    _check_positive(x, "lengths")
+    curves = check_curves(x, costs, "costs")
+    for label, y in curves.items():
+        _check_positive(y, f"costs[{label!r}]")
     ax = get_axes(ax)
     # Explicit colours: axes made outside the house style (plt.subplots in
     # a page) would otherwise cycle matplotlib's default colours.

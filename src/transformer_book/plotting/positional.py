@@ -11,7 +11,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.ticker import ScalarFormatter
 
-from ._style import get_axes, styled
+from ._style import as_array, check_curves, get_axes, styled
 
 __all__ = [
     "plot_alibi_bias",
@@ -23,31 +23,6 @@ __all__ = [
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
-
-
-def _array(x: object, name: str, ndim: int | None = None) -> np.ndarray:
-    array = np.asarray(torch.as_tensor(x).detach().cpu(), dtype=float)
-    if ndim is not None and array.ndim != ndim:
-        raise ValueError(
-            f"{name} must be {ndim}-D, got shape {tuple(array.shape)}"
-        )
-    return array
-
-
-def _curves(
-    x: np.ndarray, series: Mapping[str, object], name: str
-) -> dict[str, np.ndarray]:
-    if not series:
-        raise ValueError(f"{name} must hold at least one curve")
-    curves = {}
-    for label, values in series.items():
-        y = _array(values, f"{name}[{label!r}]", 1)
-        if y.shape != x.shape:
-            raise ValueError(
-                f"{name}[{label!r}] has {y.size} values, expected {x.size}"
-            )
-        curves[str(label)] = y
-    return curves
 
 
 @styled
@@ -75,7 +50,7 @@ def plot_positional_encoding(
     Raises:
         ValueError: if ``encoding`` is not 2-D.
     """
-    table = _array(encoding, "encoding", 2)
+    table = as_array(encoding, "encoding", 2)
     ax = get_axes(ax, (6.4, 3.8))
     top = max(float(np.abs(table).max()), 1e-12)
     image = ax.imshow(
@@ -122,7 +97,7 @@ def plot_encoding_waves(
         ValueError: if ``encoding`` is not 2-D, ``dims`` is empty or names
             a dimension outside the table.
     """
-    table = _array(encoding, "encoding", 2)
+    table = as_array(encoding, "encoding", 2)
     if not dims:
         raise ValueError("dims must name at least one dimension")
     bad = [d for d in dims if not 0 <= d < table.shape[1]]
@@ -176,7 +151,7 @@ def plot_alibi_bias(
         ValueError: if ``bias`` is not 3-D, a head is out of range, or
             ``axes`` does not have one entry per head.
     """
-    b = _array(bias, "bias", 3)
+    b = as_array(bias, "bias", 3)
     heads = list(range(b.shape[0])) if heads is None else list(heads)
     bad = [h for h in heads if not 0 <= h < b.shape[0]]
     if bad or not heads:
@@ -237,8 +212,8 @@ def plot_relative_buckets(
     Raises:
         ValueError: if ``buckets`` is empty or a curve has the wrong size.
     """
-    x = _array(relative, "relative", 1)
-    curves = _curves(x, buckets, "buckets")
+    x = as_array(relative, "relative", 1)
+    curves = check_curves(x, buckets, "buckets")
     ax = get_axes(ax, (6.4, 3.2))
     for (label, y), dash in zip(curves.items(), cycle(_DASHES)):
         ax.step(x, y, where="mid", ls=dash, label=label)
@@ -282,8 +257,8 @@ def plot_length_generalization(
     Raises:
         ValueError: if ``values`` is empty or a curve has the wrong size.
     """
-    x = _array(lengths, "lengths", 1)
-    curves = _curves(x, values, "values")
+    x = as_array(lengths, "lengths", 1)
+    curves = check_curves(x, values, "values")
     ax = get_axes(ax)
     for index, (label, y) in enumerate(curves.items()):
         marker = _MARKERS[index % len(_MARKERS)]

@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from matplotlib.ticker import ScalarFormatter
 
-from ._style import PALETTE, get_axes, styled
+from ._style import PALETTE, as_array, check_curves, get_axes, styled
 
 __all__ = [
     "draw_gru_cell",
@@ -415,32 +415,6 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
 # -- curves ---------------------------------------------------------------
 
 
-def _as_array(values: object, name: str) -> np.ndarray:
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
-    arr = np.asarray(values, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    return arr
-
-
-def _check_curves(
-    x: np.ndarray, curves: Mapping[object, object], name: str
-) -> dict[object, np.ndarray]:
-    if not curves:
-        raise ValueError(f"{name} must hold at least one curve")
-    out = {}
-    for label, values in curves.items():
-        arr = _as_array(values, f"{name}[{label!r}]")
-        if arr.shape != x.shape:
-            raise ValueError(
-                f"{name}[{label!r}] has {arr.size} values, expected "
-                f"{x.size} (one per x value)"
-            )
-        out[label] = arr
-    return out
-
-
 @styled
 def plot_gradient_decay(
     distances: Sequence[int] | np.ndarray | torch.Tensor,
@@ -467,8 +441,8 @@ def plot_gradient_decay(
         ValueError: if ``norms`` is empty, a curve has the wrong length or
             holds a non-positive value.
     """
-    x = _as_array(distances, "distances")
-    curves = _check_curves(x, norms, "norms")
+    x = as_array(distances, "distances", 1)
+    curves = check_curves(x, norms, "norms")
     ax = get_axes(ax)
     for label, y in curves.items():
         if (y <= 0).any():
@@ -507,8 +481,8 @@ def plot_accuracy_vs_length(
         ValueError: if ``accuracies`` is empty or a curve has the wrong
             length.
     """
-    x = _as_array(lengths, "lengths")
-    curves = _check_curves(x, accuracies, "accuracies")
+    x = as_array(lengths, "lengths", 1)
+    curves = check_curves(x, accuracies, "accuracies")
     ax = get_axes(ax)
     # Distinct markers and dashes keep curves that coincide visible.
     styles = cycle(zip(_MARKERS, _DASHES, strict=True))
@@ -557,8 +531,8 @@ def plot_time_vs_length(
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}
     if unit not in scale:
         raise ValueError(f"unit={unit!r} must be one of 's', 'ms', 'us'")
-    x = _as_array(lengths, "lengths")
-    curves = _check_curves(x, seconds, "seconds")
+    x = as_array(lengths, "lengths", 1)
+    curves = check_curves(x, seconds, "seconds")
     ax = get_axes(ax)
     for (label, y), marker in zip(curves.items(), cycle(_MARKERS)):
         ax.plot(x, y * scale[unit], marker=marker, label=str(label))
