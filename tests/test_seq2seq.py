@@ -26,9 +26,9 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-def _model(attention: bool = True, **kwargs) -> rnn.Seq2Seq:
+def _model(attention: bool = True, **kwargs) -> rnn.RNNSeq2Seq:
     torch.manual_seed(0)
-    config = rnn.Seq2SeqConfig(
+    config = rnn.RNNSeq2SeqConfig(
         SRC_V,
         TGT_V,
         embed_size=kwargs.pop("embed_size", 8),
@@ -36,7 +36,7 @@ def _model(attention: bool = True, **kwargs) -> rnn.Seq2Seq:
         attention=attention,
         **kwargs,
     )
-    return rnn.Seq2Seq(config).double().eval()
+    return rnn.RNNSeq2Seq(config).double().eval()
 
 
 def _batch(
@@ -216,10 +216,10 @@ def test_greedy_decode_stops_at_eos():
 @pytest.mark.parametrize("attention", [True, False])
 def test_tiny_model_overfits_one_batch(attention):
     torch.manual_seed(0)
-    config = rnn.Seq2SeqConfig(
+    config = rnn.RNNSeq2SeqConfig(
         SRC_V, TGT_V, embed_size=16, hidden_size=32, attention=attention
     )
-    model = rnn.Seq2Seq(config)
+    model = rnn.RNNSeq2Seq(config)
     g = torch.Generator().manual_seed(0)
     seqs = [
         torch.randint(3, SRC_V, (n,), generator=g).tolist()
@@ -267,15 +267,15 @@ def test_tiny_model_overfits_one_batch(attention):
 def test_config_validation(kwargs, match):
     base = {"src_vocab_size": SRC_V, "tgt_vocab_size": TGT_V}
     with pytest.raises((ValueError, TypeError), match=match):
-        rnn.Seq2SeqConfig(**{**base, **kwargs})
+        rnn.RNNSeq2SeqConfig(**{**base, **kwargs})
 
 
 def test_config_is_frozen():
-    config = rnn.Seq2SeqConfig(SRC_V, TGT_V)
+    config = rnn.RNNSeq2SeqConfig(SRC_V, TGT_V)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.hidden_size = 3  # type: ignore[misc]
     with pytest.raises(TypeError, match="config"):
-        rnn.Seq2Seq({"src_vocab_size": SRC_V})  # type: ignore[arg-type]
+        rnn.RNNSeq2Seq({"src_vocab_size": SRC_V})  # type: ignore[arg-type]
 
 
 def test_bad_inputs_raise():

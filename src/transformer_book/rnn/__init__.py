@@ -6,9 +6,9 @@ that every module can copy its PyTorch twin with ``from_torch``.
 
 from .cells import *  # noqa: F403
 from .cells import __all__ as _cells_all
-from .layers import *  # noqa: F403
-from .layers import __all__ as _layers_all
+from .recurrent import *  # noqa: F403
+from .recurrent import __all__ as _recurrent_all
 from .seq2seq import *  # noqa: F403
 from .seq2seq import __all__ as _seq2seq_all
 
-__all__ = [*_cells_all, *_layers_all, *_seq2seq_all]
+__all__ = [*_cells_all, *_recurrent_all, *_seq2seq_all]

@@ -4,7 +4,7 @@ A cell advances the state of a recurrent network by one time step. Each
 cell here is a thin module around a pure step function
 (``rnn_cell_step``, ``lstm_cell_step``, ``gru_cell_step``) that
 spells out the equations; the multi-layer modules in
-``transformer_book.rnn.layers`` call the same functions once per time
+``transformer_book.rnn.recurrent`` call the same functions once per time
 step. Gate order, parameter names and initialisation follow PyTorch, so that
 ``from_torch`` can copy ``nn.RNNCell``, ``nn.LSTMCell`` and ``nn.GRUCell``
 and give the same outputs.

@@ -29,13 +29,13 @@ from torch import Tensor, nn
 
 from ..masks import padding_mask
 from .cells import GRUCell
-from .layers import GRU
+from .recurrent import GRU
 
 __all__ = [
     "BahdanauAttention",
     "GreedyOutput",
-    "Seq2Seq",
-    "Seq2SeqConfig",
+    "RNNSeq2Seq",
+    "RNNSeq2SeqConfig",
     "Seq2SeqOutput",
     "pad_batch",
 ]
@@ -86,8 +86,8 @@ def pad_batch(
 
 
 @dataclass(frozen=True)
-class Seq2SeqConfig:
-    """Sizes and special ids of a :class:`Seq2Seq` model.
+class RNNSeq2SeqConfig:
+    """Sizes and special ids of a :class:`RNNSeq2Seq` model.
 
     Args:
         src_vocab_size: source token ids are in ``range(src_vocab_size)``.
@@ -274,7 +274,7 @@ class BahdanauAttention(nn.Module):
 
 
 class Seq2SeqOutput(NamedTuple):
-    """What :meth:`Seq2Seq.forward` returns.
+    """What :meth:`RNNSeq2Seq.forward` returns.
 
     ``logits`` are the next-token scores ``(B, T, tgt_vocab_size)``;
     ``attention`` holds the attention weights ``(B, T, S)``, or ``None``
@@ -286,7 +286,7 @@ class Seq2SeqOutput(NamedTuple):
 
 
 class GreedyOutput(NamedTuple):
-    """What :meth:`Seq2Seq.greedy_decode` returns.
+    """What :meth:`RNNSeq2Seq.greedy_decode` returns.
 
     ``tokens`` are the generated ids ``(B, T_out)``, each row ending with
     ``eos_id`` (unless ``max_len`` cut it) and padded with ``pad_id``
@@ -298,7 +298,7 @@ class GreedyOutput(NamedTuple):
     attention: Tensor | None
 
 
-class Seq2Seq(nn.Module):
+class RNNSeq2Seq(nn.Module):
     r"""GRU encoder-decoder, with or without Bahdanau attention.
 
     **Encoder.** Token embeddings go through a GRU, and with
@@ -338,14 +338,15 @@ class Seq2Seq(nn.Module):
           token (teacher forcing).
 
     Raises:
-        TypeError: if ``config`` is not a :class:`Seq2SeqConfig`.
+        TypeError: if ``config`` is not a :class:`RNNSeq2SeqConfig`.
     """
 
-    def __init__(self, config: Seq2SeqConfig) -> None:
+    def __init__(self, config: RNNSeq2SeqConfig) -> None:
         super().__init__()
-        if not isinstance(config, Seq2SeqConfig):
+        if not isinstance(config, RNNSeq2SeqConfig):
             raise TypeError(
-                f"config must be a Seq2SeqConfig, got {type(config).__name__}"
+                "config must be an RNNSeq2SeqConfig, got "
+                f"{type(config).__name__}"
             )
         self.config = config
         c = config

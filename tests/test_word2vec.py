@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book.embeddings import (
+from transformer_book.word2vec import (
     CBOW,
     SkipGram,
     analogy,

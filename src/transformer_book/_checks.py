@@ -1,0 +1,289 @@
+"""Argument checks: the one place each rule of the package is written.
+
+Every public function and module validates its arguments through these
+helpers, so a rule (what counts as an integer, which dropout values are
+allowed, what a token id is) is stated once and every error message has the
+same shape: it names the argument, the value it got and what was expected.
+
+Each helper returns the checked value (normalised where useful: a Python
+``int``, a ``float``, a list of ids), so a caller can write
+``self.d_model = check_int("d_model", d_model)``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Collection, Iterable
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "check_choice",
+    "check_even",
+    "check_id_tensor",
+    "check_int",
+    "check_number",
+    "check_probability",
+    "check_tensor",
+    "check_token_ids",
+]
+
+_T = TypeVar("_T")
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = 1) -> int:
+    """Return ``value`` as an ``int`` that is at least ``minimum``.
+
+    Bools are rejected (``True`` is an ``int`` to Python, never a size).
+    Integer-like objects (``numpy.int64``, 0-d integer tensors) pass through
+    ``operator.index``.
+
+    Args:
+        name: the argument's name, for the error message.
+        value: the value to check.
+        minimum: the smallest allowed value; ``None`` for no bound.
+
+    Raises:
+        TypeError: if ``value`` is not an integer.
+        ValueError: if ``value < minimum``.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an int, got {_type_name(value)}"
+        ) from None
+    if minimum is not None and value < minimum:
+        expected = {0: "non-negative", 1: "positive"}.get(
+            minimum, f"at least {minimum}"
+        )
+        raise ValueError(f"{name}={value} must be {expected}")
+    return int(value)
+
+
+def check_even(name: str, value: Any, *, why: str = "") -> int:
+    """Return ``value`` as a positive, even ``int``.
+
+    Args:
+        name: the argument's name.
+        value: the value to check.
+        why: the reason, appended to the error message.
+
+    Raises:
+        TypeError: if ``value`` is not an integer.
+        ValueError: if it is below 1 or odd.
+    """
+    value = check_int(name, value)
+    if value % 2:
+        reason = f": {why}" if why else ""
+        raise ValueError(f"{name}={value} must be even{reason}")
+    return value
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+) -> float:
+    """Return ``value`` as a finite ``float`` inside the given bounds.
+
+    Strings, bools, NaN and infinities are rejected.
+
+    Args:
+        name: the argument's name.
+        value: the value to check.
+        minimum: the lower bound, or ``None``.
+        maximum: the upper bound, or ``None``.
+        min_inclusive: whether ``value == minimum`` is allowed.
+        max_inclusive: whether ``value == maximum`` is allowed.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: if it is not finite or lies outside the bounds.
+    """
+    if isinstance(value, (bool, str, bytes)) or not isinstance(
+        value, (int, float)
+    ):
+        # numpy scalars and 0-d tensors convert; strings never do.
+        if isinstance(value, (bool, str, bytes)) or not hasattr(
+            value, "__float__"
+        ):
+            raise TypeError(
+                f"{name} must be a number, got {_type_name(value)}"
+            )
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name}={value} must be finite")
+    low = minimum is not None and (
+        value < minimum or (value == minimum and not min_inclusive)
+    )
+    high = maximum is not None and (
+        value > maximum or (value == maximum and not max_inclusive)
+    )
+    if low or high:
+        left = "" if minimum is None else ("[" if min_inclusive else "(")
+        right = "" if maximum is None else ("]" if max_inclusive else ")")
+        if minimum is not None and maximum is not None:
+            expected = f"in {left}{minimum:g}, {maximum:g}{right}"
+        elif minimum is not None:
+            op = ">=" if min_inclusive else ">"
+            expected = f"{op} {minimum:g}"
+        else:
+            op = "<=" if max_inclusive else "<"
+            expected = f"{op} {maximum:g}"
+        raise ValueError(f"{name}={value:g} must be {expected}")
+    return value
+
+
+def check_probability(name: str, value: Any) -> float:
+    """Return a dropout-style probability in ``[0, 1)``.
+
+    One rule for every dropout in the package: 1 would zero every
+    activation, so it is rejected.
+
+    Raises:
+        TypeError: if ``value`` is not a number.
+        ValueError: if it lies outside ``[0, 1)``.
+    """
+    return check_number(
+        name, value, minimum=0.0, maximum=1.0, max_inclusive=False
+    )
+
+
+def check_choice(name: str, value: _T, choices: Collection[_T]) -> _T:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        ValueError: naming the allowed values.
+    """
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name}={value!r} must be one of {allowed}")
+    return value
+
+
+def check_tensor(
+    name: str,
+    x: Any,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+    floating: bool = False,
+) -> Tensor:
+    """Return ``x`` if it is a tensor of the given rank and kind.
+
+    Args:
+        name: the argument's name.
+        x: the value to check.
+        ndim: the allowed number of dimensions (one or several).
+        floating: require a floating dtype.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor, or not floating when required.
+        ValueError: if its rank is not allowed.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {_type_name(x)}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if x.ndim not in allowed:
+            dims = " or ".join(f"{n}-D" for n in allowed)
+            raise ValueError(
+                f"{name} must be {dims}, got shape {tuple(x.shape)}"
+            )
+    if floating and not x.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating tensor, got {x.dtype}")
+    return x
+
+
+def check_token_ids(
+    ids: Iterable[int], vocab_size: int, name: str = "ids"
+) -> list[int]:
+    """Return ``ids`` as a list of ints, each in ``range(vocab_size)``.
+
+    Tensors and arrays are accepted (through ``tolist``).
+
+    Args:
+        ids: a sequence of token ids.
+        vocab_size: the number of ids of the vocabulary.
+        name: the argument's name, for error messages.
+
+    Returns:
+        The ids as a list of Python ints.
+
+    Raises:
+        TypeError: if ``ids`` is a string or a single int, or holds
+            something that is not an int (bools included).
+        ValueError: if an id is outside ``range(vocab_size)``.
+    """
+    if isinstance(ids, (str, bytes, int)):
+        raise TypeError(
+            f"{name} must be a sequence of int token ids, got "
+            f"{_type_name(ids)}"
+        )
+    if hasattr(ids, "tolist"):  # tensors and arrays
+        ids = ids.tolist()
+    out = []
+    for i in ids:
+        if isinstance(i, bool):
+            raise TypeError(f"{name} must hold int token ids, got bool")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(
+                f"{name} must hold int token ids, got {_type_name(i)}"
+            ) from None
+        if not 0 <= i < vocab_size:
+            raise ValueError(
+                f"token id {i} in {name} is outside the vocabulary "
+                f"(vocab_size={vocab_size})"
+            )
+        out.append(i)
+    return out
+
+
+def check_id_tensor(
+    name: str,
+    ids: Any,
+    vocab_size: int,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+) -> Tensor:
+    """Return ``ids`` if it is an integer tensor of ids in the vocabulary.
+
+    Args:
+        name: the argument's name.
+        ids: the tensor to check.
+        vocab_size: the number of ids of the vocabulary.
+        ndim: the allowed number of dimensions, or ``None``.
+
+    Raises:
+        TypeError: if ``ids`` is not a tensor of an integer dtype.
+        ValueError: if its rank is not allowed or an id is out of range.
+    """
+    check_tensor(name, ids, ndim=ndim)
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or (
+        ids.dtype == torch.bool
+    ):
+        raise TypeError(f"{name} must hold integer token ids, got {ids.dtype}")
+    if ids.numel():
+        bad = (ids < 0) | (ids >= vocab_size)
+        if bool(bad.any()):
+            value = int(ids[bad][0])
+            raise ValueError(
+                f"token id {value} in {name} is outside the vocabulary "
+                f"(vocab_size={vocab_size})"
+            )
+    return ids
