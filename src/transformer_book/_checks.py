@@ -23,6 +23,7 @@ from torch import Tensor
 __all__ = [
     "check_choice",
     "check_even",
+    "check_float_dtype",
     "check_id_tensor",
     "check_int",
     "check_number",
@@ -287,3 +288,24 @@ def check_id_tensor(
                 f"(vocab_size={vocab_size})"
             )
     return ids
+
+
+def check_float_dtype(name: str, dtype: Any) -> torch.dtype:
+    """Return a floating ``torch.dtype``; ``None`` means the default dtype.
+
+    Args:
+        name: the argument's name.
+        dtype: a ``torch.dtype`` or ``None``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a ``torch.dtype``, or not floating.
+    """
+    if dtype is None:
+        return torch.get_default_dtype()
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"{name} must be a torch.dtype, got {_type_name(dtype)}"
+        )
+    if not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating dtype, got {dtype}")
+    return dtype
