@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 import random
 
-import matplotlib as mpl
-import matplotlib.pyplot as plt
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from transformer_book import plotting, rnn
+from transformer_book import rnn
 
 DT = torch.float64
 TOL = {"atol": 1e-12, "rtol": 1e-10}
@@ -221,30 +218,37 @@ def test_rnn_layer_steps_equal_the_cell():
 # -- bad input ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [rnn.RNNCell, rnn.LSTMCell, rnn.RNN])
-def test_non_positive_sizes_raise(cls):
-    with pytest.raises(ValueError, match="hidden_size=0 must be positive"):
-        cls(3, 0)
-    with pytest.raises(ValueError, match="input_size=-1 must be positive"):
-        cls(-1, 3)
-    with pytest.raises(TypeError, match="hidden_size must be an int"):
-        cls(3, 2.5)
+@pytest.mark.parametrize(
+    ("build", "exc", "match"),
+    [
+        (lambda: rnn.RNNCell(3, 0), ValueError, "hidden_size=0"),
+        (lambda: rnn.LSTMCell(-1, 3), ValueError, "input_size=-1"),
+        (lambda: rnn.GRUCell("3", 4), TypeError, "input_size must be"),
+        (lambda: rnn.RNN(3, 2.5), TypeError, "hidden_size must be"),
+        (lambda: rnn.GRU(3, 4, 0), ValueError, "num_layers=0"),
+        (lambda: rnn.LSTM(3, 4, 2, dropout="0.1"), TypeError, "dropout"),
+        (
+            lambda: rnn.RNNCell(3, 4, nonlinearity="sigmoid"),
+            ValueError,
+            "nonlinearity='sigmoid'",
+        ),
+        (
+            lambda: rnn.RNN(3, 4, nonlinearity="gelu"),
+            ValueError,
+            "nonlinearity='gelu'",
+        ),
+    ],
+)
+def test_bad_constructor_arguments_raise(build, exc, match):
+    with pytest.raises(exc, match=match):
+        build()
 
 
-def test_non_positive_num_layers_raises():
-    with pytest.raises(ValueError, match="num_layers=0 must be positive"):
-        rnn.GRU(3, 4, 0)
-
-
-@pytest.mark.parametrize("cls", [rnn.RNNCell, rnn.RNN])
-def test_bad_nonlinearity_raises(cls):
-    with pytest.raises(ValueError, match="nonlinearity='sigmoid'"):
-        cls(3, 4, nonlinearity="sigmoid")
-
-
-def test_bad_dropout_raises():
-    with pytest.raises(ValueError, match=r"dropout=1.5 must be in \[0, 1\]"):
-        rnn.LSTM(3, 4, 2, dropout=1.5)
+def test_dropout_has_the_package_rule():
+    # One rule for every dropout of the package: [0, 1).
+    with pytest.raises(ValueError, match=r"dropout=1 must be in \[0, 1\)"):
+        rnn.LSTM(3, 4, 2, dropout=1.0)
+    assert rnn.LSTM(3, 4, 2, dropout=0.0).dropout == 0.0
     with pytest.warns(UserWarning, match="num_layers=1"):
         rnn.LSTM(3, 4, 1, dropout=0.2)
 
@@ -260,12 +264,53 @@ def test_wrong_input_size_raises(module):
 
 
 def test_wrong_input_rank_raises():
-    with pytest.raises(ValueError, match="input must be 2-D"):
+    with pytest.raises(ValueError, match="input must be 2-D or 1-D"):
         rnn.RNNCell(3, 4)(torch.randn(2, 2, 3))
-    with pytest.raises(ValueError, match="input must be 3-D"):
+    with pytest.raises(ValueError, match="input must be 3-D or 2-D"):
         rnn.GRU(3, 4)(torch.randn(3))
-    with pytest.raises(TypeError, match="input must be a torch.Tensor"):
+    with pytest.raises(TypeError, match="input must be a Tensor"):
         rnn.RNN(3, 4)([[1.0, 2.0, 3.0]])
+
+
+MODULES = [
+    *(cls(3, 4, dtype=DT) for cls, _ in CELLS),
+    *(cls(3, 4, 2, dtype=DT) for cls, _ in LAYERS),
+]
+MODULE_IDS = [cls.__name__ for cls, _ in CELLS + LAYERS]
+
+
+def _input(module: nn.Module, dtype: torch.dtype) -> torch.Tensor:
+    shape = (2, 3) if isinstance(module, rnn.RNNCellBase) else (2, 5, 3)
+    return torch.ones(shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_input_of_another_dtype_than_the_weights_raises(module):
+    # float32 input into float64 weights used to fail inside a matmul
+    # ("expected m1 and m2 to have the same dtype"), far from the mistake.
+    with pytest.raises(
+        TypeError,
+        match=r"input has dtype torch.float32.*"
+        r"parameters are torch.float64",
+    ):
+        module(_input(module, torch.float32))
+    assert module(_input(module, DT))[0].dtype == DT
+
+
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_integer_input_raises(module):
+    with pytest.raises(TypeError, match="input must be a floating tensor"):
+        module(_input(module, torch.long))
+
+
+def test_initial_state_of_another_dtype_raises():
+    x = torch.randn(2, 5, 3, dtype=DT)
+    with pytest.raises(TypeError, match="h0 has dtype torch.float32"):
+        rnn.GRU(3, 4, dtype=DT)(x, torch.zeros(1, 2, 4))
+    with pytest.raises(TypeError, match=r"state\[1\] \(c\) has dtype"):
+        rnn.LSTMCell(3, 4, dtype=DT)(
+            x[:, 0], (torch.zeros(2, 4, dtype=DT), torch.zeros(2, 4))
+        )
 
 
 def test_empty_sequence_raises():
@@ -276,6 +321,8 @@ def test_empty_sequence_raises():
 def test_mismatched_h0_raises():
     with pytest.raises(ValueError, match=r"h0 must have shape .*\(2, 3, 4\)"):
         rnn.RNN(3, 4, 2)(torch.randn(3, 5, 3), torch.zeros(1, 3, 4))
+    with pytest.raises(ValueError, match=r"h0 must have shape .*\(2, 4\)"):
+        rnn.RNN(3, 4, 2)(torch.randn(5, 3), torch.zeros(2, 1, 4))
     with pytest.raises(ValueError, match=r"h must have shape"):
         rnn.GRUCell(3, 4)(torch.randn(2, 3), torch.zeros(2, 5))
 
@@ -293,6 +340,22 @@ def test_mismatched_lstm_state_raises():
         rnn.LSTMCell(3, 4)(x[:, 0], c0[0])
 
 
+def test_layer_parameters_of_a_missing_layer_raises():
+    net = rnn.LSTM(3, 4, 2)
+    assert net.layer_parameters(1)[0] is net.weight_ih_l1
+    # Used to raise AttributeError: no attribute 'weight_ih_l2'.
+    with pytest.raises(ValueError, match="layer=2 does not exist.*=2"):
+        net.layer_parameters(2)
+    with pytest.raises(ValueError, match="layer=-1 must be non-negative"):
+        net.layer_parameters(-1)
+    with pytest.raises(TypeError, match="layer must be an int"):
+        net.layer_parameters("0")
+    with pytest.raises(ValueError, match="direction=1 does not exist"):
+        net.layer_parameters(0, 1)
+    both = rnn.GRU(3, 4, bidirectional=True)
+    assert both.layer_parameters(0, 1)[1] is both.weight_hh_l0_reverse
+
+
 def test_from_torch_rejects_wrong_modules():
     with pytest.raises(TypeError, match="module must be a torch.nn.GRU"):
         rnn.GRU.from_torch(nn.LSTM(3, 4))
@@ -300,58 +363,3 @@ def test_from_torch_rejects_wrong_modules():
         rnn.RNNCell.from_torch(nn.GRUCell(3, 4))
     with pytest.raises(ValueError, match="proj_size=2 is not supported"):
         rnn.LSTM.from_torch(nn.LSTM(3, 4, proj_size=2))
-
-
-# -- figures ------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "draw",
-    [
-        plotting.draw_unrolled_rnn,
-        plotting.draw_lstm_cell,
-        plotting.draw_gru_cell,
-    ],
-)
-def test_diagrams_draw_on_given_axes_without_touching_rc(draw):
-    before = dict(mpl.rcParams)
-    _, ax = plt.subplots()
-    assert draw(ax=ax, title="t") is ax
-    assert ax.get_title() == "t"
-    assert len(ax.patches) >= 5  # boxes, circles and arrows were drawn
-    assert dict(mpl.rcParams) == before
-
-
-def test_unrolled_rnn_labels_every_step():
-    ax = plotting.draw_unrolled_rnn(3)
-    texts = {t.get_text() for t in ax.texts}
-    assert {"$x_1$", "$x_3$", "$h_0$", "$h_3$"} <= texts
-    with pytest.raises(ValueError, match="num_steps=9"):
-        plotting.draw_unrolled_rnn(9)
-
-
-def test_curve_plots_draw_one_line_per_curve():
-    ax = plotting.plot_gradient_decay(
-        [0, 1, 2], {0.5: [1.0, 0.5, 0.25], 1.5: np.array([1.0, 1.5, 2.25])}
-    )
-    assert ax.get_yscale() == "log"
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1, 0.5, 0.25])
-    ax = plotting.plot_accuracy_vs_length(
-        [10, 20], {"RNN": [1.0, 0.3], "LSTM": [1.0, 1.0]}, chance=0.25
-    )
-    assert len(ax.get_lines()) == 3  # two models and the chance line
-    ax = plotting.plot_time_vs_length(
-        [8, 16], {"LSTM": [1e-3, 2e-3]}, unit="ms"
-    )
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1.0, 2.0])
-
-
-def test_curve_plots_reject_bad_input():
-    with pytest.raises(ValueError, match=r"norms\[0.5\] has 2 values"):
-        plotting.plot_gradient_decay([0, 1, 2], {0.5: [1.0, 0.5]})
-    with pytest.raises(ValueError, match="must be positive"):
-        plotting.plot_gradient_decay([0, 1], {0.5: [1.0, 0.0]})
-    with pytest.raises(ValueError, match="accuracies must hold"):
-        plotting.plot_accuracy_vs_length([10], {})
-    with pytest.raises(ValueError, match="unit='h'"):
-        plotting.plot_time_vs_length([8], {"a": [1.0]}, unit="h")

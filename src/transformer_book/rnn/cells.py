@@ -13,10 +13,12 @@ and give the same outputs.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
+
+from .._checks import check_choice, check_int, check_tensor
 
 __all__ = [
     "GRUCell",
@@ -31,25 +33,124 @@ __all__ = [
 _NONLINEARITIES = ("tanh", "relu")
 
 
-def _check_positive(name: str, value: Any) -> None:
-    """Raise unless ``value`` is a positive ``int`` (bools excluded)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name}={value} must be positive")
+def _check_input(
+    x: Any, input_size: int, dtype: torch.dtype, ndim: int
+) -> bool:
+    """Check a (batched ``ndim``-D or unbatched) input; True if unbatched.
 
-
-def _check_nonlinearity(nonlinearity: Any) -> None:
-    if nonlinearity not in _NONLINEARITIES:
+    The input must be floating, of the parameters' dtype (a matmul of
+    float32 and float64 fails deep inside, far from the mistake) and end in
+    ``input_size`` features.
+    """
+    check_tensor("input", x, ndim=(ndim, ndim - 1), floating=True)
+    if x.size(-1) != input_size:
         raise ValueError(
-            f"nonlinearity={nonlinearity!r} is not supported; expected "
-            f"'tanh' or 'relu'"
+            f"input.size(-1)={x.size(-1)} does not match "
+            f"input_size={input_size}"
         )
+    _check_dtype("input", x, dtype)
+    return x.ndim == ndim - 1
+
+
+def _check_dtype(name: str, x: Tensor, dtype: torch.dtype) -> None:
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype}, but the parameters are {dtype}; "
+            f"convert one of them with .to()"
+        )
+
+
+def _check_shape(
+    name: str, x: Tensor, shape: tuple[int, ...], legend: str
+) -> None:
+    if tuple(x.shape) != shape:
+        raise ValueError(
+            f"{name} must have shape {legend} = {shape}, got {tuple(x.shape)}"
+        )
+
+
+def _initial(
+    name: str, h: Any, x: Tensor, shape: tuple[int, ...], legend: str
+) -> Tensor:
+    """Zeros like ``x`` when ``h`` is None, else ``h`` after checks."""
+    if h is None:
+        return x.new_zeros(shape)
+    check_tensor(name, h)
+    _check_shape(name, h, shape, legend)
+    _check_dtype(name, h, x.dtype)
+    return h
+
+
+def _split_pair(state: Any, names: str) -> tuple[Any, Any]:
+    """``(h, c)`` from an LSTM state, or ``(None, None)``."""
+    if state is None:
+        return None, None
+    if isinstance(state, (tuple, list)) and len(state) == 2:
+        return state[0], state[1]
+    raise TypeError(
+        f"state must be a pair {names} of tensors or None, got "
+        f"{type(state).__name__}"
+    )
 
 
 def _unsqueeze(h: Any) -> Any:
     """Add a batch dimension to a tensor; leave anything else to checks."""
     return h.unsqueeze(0) if isinstance(h, Tensor) else h
+
+
+_Twin = TypeVar("_Twin", bound="_TorchTwin")
+
+
+class _TorchTwin(nn.Module):
+    """Initialisation and weight copying shared by cells and layers."""
+
+    hidden_size: int
+    _torch_twin: type[nn.Module] = nn.Module
+
+    def reset_parameters(self) -> None:
+        """Draw every parameter from U(-1/sqrt(H), 1/sqrt(H)), as PyTorch."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -bound, bound)
+
+    @classmethod
+    def _check_twin(cls, module: Any) -> None:
+        if not isinstance(module, cls._torch_twin):
+            raise TypeError(
+                f"module must be a torch.nn.{cls._torch_twin.__name__}, "
+                f"got {type(module).__name__}"
+            )
+
+    @classmethod
+    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
+        """Constructor arguments that rebuild ``module``'s configuration."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_torch(cls: type[_Twin], module: nn.Module) -> _Twin:
+        """Build a copy of the PyTorch twin ``module``, weights included.
+
+        A twin that is not batch-first still gives a batch-first copy: its
+        output equals the twin's on batch-first input (transposed
+        otherwise). The copy takes the twin's train or eval mode.
+
+        Args:
+            module: the twin (``nn.RNNCell`` for :class:`RNNCell`,
+                ``nn.LSTM`` without projections for :class:`LSTM`, ...).
+
+        Returns:
+            A module whose outputs equal ``module``'s.
+
+        Raises:
+            TypeError: if ``module`` is not the twin's class.
+            ValueError: for an ``nn.LSTM`` with ``proj_size > 0``.
+        """
+        cls._check_twin(module)
+        ours = cls(**cls._twin_kwargs(module))
+        with torch.no_grad():
+            for name, param in ours.named_parameters():
+                param.copy_(getattr(module, name))
+        return ours.train(module.training)
 
 
 def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -186,15 +287,15 @@ def gru_cell_step(
     return (1 - z) * n + z * h
 
 
-class RNNCellBase(nn.Module):
+class RNNCellBase(_TorchTwin):
     """What the three cells share: parameters, initialisation, checks.
 
     Holds ``weight_ih`` ``(G * H, input_size)``, ``weight_hh``
     ``(G * H, H)`` and, with ``bias``, ``bias_ih`` and ``bias_hh``
     ``(G * H,)``, where ``G`` is :attr:`num_chunks`, the number of gate
     blocks stacked in each weight (1 for the RNN, 4 for the LSTM, 3 for the
-    GRU), as in ``torch.nn.RNNCellBase``. Subclasses add ``forward`` and
-    ``from_torch``.
+    GRU), as in ``torch.nn.RNNCellBase``. Subclasses add ``_step`` and
+    ``forward``.
 
     Args:
         input_size: features of the input.
@@ -222,16 +323,16 @@ class RNNCellBase(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        _check_positive("input_size", input_size)
-        _check_positive("hidden_size", hidden_size)
-        self.input_size = input_size
-        self.hidden_size = hidden_size
+        self.input_size = check_int("input_size", input_size)
+        self.hidden_size = check_int("hidden_size", hidden_size)
         self.bias = bool(bias)
-        rows = self.num_chunks * hidden_size
+        rows = self.num_chunks * self.hidden_size
         factory = {"device": device, "dtype": dtype}
-        self.weight_ih = nn.Parameter(torch.empty(rows, input_size, **factory))
+        self.weight_ih = nn.Parameter(
+            torch.empty(rows, self.input_size, **factory)
+        )
         self.weight_hh = nn.Parameter(
-            torch.empty(rows, hidden_size, **factory)
+            torch.empty(rows, self.hidden_size, **factory)
         )
         if self.bias:
             self.bias_ih = nn.Parameter(torch.empty(rows, **factory))
@@ -241,63 +342,45 @@ class RNNCellBase(nn.Module):
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """Draw every parameter from U(-1/sqrt(H), 1/sqrt(H)), as PyTorch."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for weight in self.parameters():
-            nn.init.uniform_(weight, -bound, bound)
-
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
         return text if self.bias else f"{text}, bias=False"
 
-    def _check_input(self, x: Tensor) -> bool:
-        """Validate ``x``; return True when it is unbatched (1-D)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(
-                f"input must be a torch.Tensor, got {type(x).__name__}"
-            )
-        if x.dim() not in (1, 2):
-            raise ValueError(
-                f"input must be 2-D (B, input_size) or 1-D (input_size,), "
-                f"got {x.dim()}-D with shape {tuple(x.shape)}"
-            )
-        if x.size(-1) != self.input_size:
-            raise ValueError(
-                f"input.size(-1)={x.size(-1)} does not match "
-                f"input_size={self.input_size}"
-            )
-        return x.dim() == 1
-
-    def _initial(self, x: Tensor, h: Tensor | None, name: str) -> Tensor:
-        """Zeros when ``h`` is None, else ``h`` after a shape check."""
-        expected = (x.size(0), self.hidden_size)
-        if h is None:
-            return x.new_zeros(expected)
-        if not isinstance(h, Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor or None, got "
-                f"{type(h).__name__}"
-            )
-        if tuple(h.shape) != expected:
-            raise ValueError(
-                f"{name} must have shape (B, hidden_size) = {expected}, "
-                f"got {tuple(h.shape)}"
-            )
-        return h
-
     @classmethod
-    def _check_twin(cls, module: nn.Module) -> None:
-        if not isinstance(module, cls._torch_twin):
-            raise TypeError(
-                f"module must be a torch.nn.{cls._torch_twin.__name__}, "
-                f"got {type(module).__name__}"
-            )
+    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
+        weight = module.weight_ih
+        return {
+            "input_size": module.input_size,
+            "hidden_size": module.hidden_size,
+            "bias": module.bias,
+            "device": weight.device,
+            "dtype": weight.dtype,
+        }
 
-    def _copy_from(self, module: nn.Module) -> None:
-        with torch.no_grad():
-            for name, param in self.named_parameters():
-                param.copy_(getattr(module, name))
+    def _weights(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        return (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+
+    def _step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor, ...]:
+        """Advance the batched state by one step."""
+        raise NotImplementedError
+
+    def _advance(
+        self, input: Tensor, state: list[Any], names: list[str]
+    ) -> list[Tensor]:
+        """Check, add and remove the batch dimension around ``_step``."""
+        unbatched = _check_input(
+            input, self.input_size, self.weight_ih.dtype, 2
+        )
+        if unbatched:
+            input = input.unsqueeze(0)  # (1, input_size)
+            state = [_unsqueeze(s) for s in state]  # each (1, H)
+        shape = (input.size(0), self.hidden_size)
+        state = [
+            _initial(name, s, input, shape, "(B, hidden_size)")
+            for name, s in zip(names, state, strict=True)
+        ]
+        new = self._step(input, state)
+        return [s.squeeze(0) for s in new] if unbatched else list(new)
 
 
 class RNNCell(RNNCellBase):
@@ -338,7 +421,7 @@ class RNNCell(RNNCellBase):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        _check_nonlinearity(nonlinearity)
+        check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
         super().__init__(
             input_size, hidden_size, bias, device=device, dtype=dtype
         )
@@ -347,48 +430,21 @@ class RNNCell(RNNCellBase):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, nonlinearity={self.nonlinearity!r}"
 
+    @classmethod
+    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
+        return {
+            **super()._twin_kwargs(module),
+            "nonlinearity": module.nonlinearity,
+        }
+
+    def _step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor]:
+        return (
+            rnn_cell_step(x, state[0], *self._weights(), self.nonlinearity),
+        )
+
     def forward(self, input: Tensor, h: Tensor | None = None) -> Tensor:
         """Advance the hidden state by one step (see the class equation)."""
-        unbatched = self._check_input(input)
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, input_size)
-            h = _unsqueeze(h)  # (1, H)
-        h = self._initial(input, h, "h")
-        h = rnn_cell_step(
-            input,
-            h,
-            self.weight_ih,
-            self.weight_hh,
-            self.bias_ih,
-            self.bias_hh,
-            self.nonlinearity,
-        )
-        return h.squeeze(0) if unbatched else h
-
-    @classmethod
-    def from_torch(cls, module: nn.RNNCell) -> RNNCell:
-        """Build a cell holding a copy of ``module``'s weights.
-
-        Args:
-            module: a ``torch.nn.RNNCell``.
-
-        Returns:
-            A cell whose outputs equal ``module``'s.
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.RNNCell``.
-        """
-        cls._check_twin(module)
-        cell = cls(
-            module.input_size,
-            module.hidden_size,
-            module.bias,
-            module.nonlinearity,
-            device=module.weight_ih.device,
-            dtype=module.weight_ih.dtype,
-        )
-        cell._copy_from(module)
-        return cell
+        return self._advance(input, [h], ["h"])[0]
 
 
 class LSTMCell(RNNCellBase):
@@ -426,61 +482,16 @@ class LSTMCell(RNNCellBase):
     num_chunks = 4
     _torch_twin = nn.LSTMCell
 
+    def _step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor, Tensor]:
+        return lstm_cell_step(x, (state[0], state[1]), *self._weights())
+
     def forward(
         self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, Tensor]:
         """Advance ``(h, c)`` by one step (see ``lstm_cell_step``)."""
-        unbatched = self._check_input(input)
-        if state is None:
-            h = c = None
-        elif isinstance(state, (tuple, list)) and len(state) == 2:
-            h, c = state
-        else:
-            raise TypeError(
-                "state must be a pair (h, c) of tensors or None, got "
-                f"{type(state).__name__}"
-            )
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, input_size)
-            h = _unsqueeze(h)  # (1, H)
-            c = _unsqueeze(c)  # (1, H)
-        h = self._initial(input, h, "state[0] (h)")
-        c = self._initial(input, c, "state[1] (c)")
-        h, c = lstm_cell_step(
-            input,
-            (h, c),
-            self.weight_ih,
-            self.weight_hh,
-            self.bias_ih,
-            self.bias_hh,
-        )
-        if unbatched:
-            return h.squeeze(0), c.squeeze(0)
+        h, c = _split_pair(state, "(h, c)")
+        h, c = self._advance(input, [h, c], ["state[0] (h)", "state[1] (c)"])
         return h, c
-
-    @classmethod
-    def from_torch(cls, module: nn.LSTMCell) -> LSTMCell:
-        """Build a cell holding a copy of ``module``'s weights.
-
-        Args:
-            module: a ``torch.nn.LSTMCell``.
-
-        Returns:
-            A cell whose outputs equal ``module``'s.
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.LSTMCell``.
-        """
-        cls._check_twin(module)
-        cell = cls(
-            module.input_size,
-            module.hidden_size,
-            module.bias,
-            device=module.weight_ih.device,
-            dtype=module.weight_ih.dtype,
-        )
-        cell._copy_from(module)
-        return cell
 
 
 class GRUCell(RNNCellBase):
@@ -516,43 +527,9 @@ class GRUCell(RNNCellBase):
     num_chunks = 3
     _torch_twin = nn.GRUCell
 
+    def _step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor]:
+        return (gru_cell_step(x, state[0], *self._weights()),)
+
     def forward(self, input: Tensor, h: Tensor | None = None) -> Tensor:
         """Advance the hidden state by one step (see the class equations)."""
-        unbatched = self._check_input(input)
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, input_size)
-            h = _unsqueeze(h)  # (1, H)
-        h = self._initial(input, h, "h")
-        h = gru_cell_step(
-            input,
-            h,
-            self.weight_ih,
-            self.weight_hh,
-            self.bias_ih,
-            self.bias_hh,
-        )
-        return h.squeeze(0) if unbatched else h
-
-    @classmethod
-    def from_torch(cls, module: nn.GRUCell) -> GRUCell:
-        """Build a cell holding a copy of ``module``'s weights.
-
-        Args:
-            module: a ``torch.nn.GRUCell``.
-
-        Returns:
-            A cell whose outputs equal ``module``'s.
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.GRUCell``.
-        """
-        cls._check_twin(module)
-        cell = cls(
-            module.input_size,
-            module.hidden_size,
-            module.bias,
-            device=module.weight_ih.device,
-            dtype=module.weight_ih.dtype,
-        )
-        cell._copy_from(module)
-        return cell
+        return self._advance(input, [h], ["h"])[0]

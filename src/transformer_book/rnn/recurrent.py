@@ -16,7 +16,6 @@ it has shown that the two agree.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -25,18 +24,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_choice, check_int, check_probability
 from .cells import (
-    _check_nonlinearity,
-    _check_positive,
+    _NONLINEARITIES,
+    _check_input,
+    _initial,
+    _split_pair,
+    _TorchTwin,
     gru_cell_step,
     lstm_cell_step,
     rnn_cell_step,
 )
 
+_Params = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
+
 __all__ = ["GRU", "LSTM", "RNN", "RNNBase"]
 
 
-class RNNBase(nn.Module):
+class RNNBase(_TorchTwin):
     """What RNN, LSTM and GRU share: parameters, checks, the time loop.
 
     For every layer ``k`` (and direction), holds ``weight_ih_l{k}``
@@ -60,9 +65,9 @@ class RNNBase(nn.Module):
         dtype: dtype of the parameters.
 
     Raises:
-        TypeError: if a size is not an int or ``dropout`` not a float.
+        TypeError: if a size is not an int or ``dropout`` not a number.
         ValueError: if a size is not positive or ``dropout`` is outside
-            [0, 1].
+            [0, 1).
     """
 
     #: Gate blocks stacked in each weight (1 for RNN, 4 LSTM, 3 GRU).
@@ -84,26 +89,17 @@ class RNNBase(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        _check_positive("input_size", input_size)
-        _check_positive("hidden_size", hidden_size)
-        _check_positive("num_layers", num_layers)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-            raise TypeError(
-                f"dropout must be a float, got {type(dropout).__name__}"
-            )
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"dropout={dropout} must be in [0, 1]")
-        if dropout > 0 and num_layers == 1:
+        self.input_size = check_int("input_size", input_size)
+        self.hidden_size = check_int("hidden_size", hidden_size)
+        self.num_layers = check_int("num_layers", num_layers)
+        self.dropout = check_probability("dropout", dropout)
+        if self.dropout > 0 and num_layers == 1:
             warnings.warn(
                 f"dropout={dropout} acts between layers, so it does nothing "
                 "with num_layers=1",
                 stacklevel=2,
             )
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
         self.bias = bool(bias)
-        self.dropout = float(dropout)
         self.bidirectional = bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
 
@@ -137,12 +133,6 @@ class RNNBase(nn.Module):
     def _suffix(layer: int, direction: int) -> str:
         return f"_l{layer}" + ("_reverse" if direction == 1 else "")
 
-    def reset_parameters(self) -> None:
-        """Draw every parameter from U(-1/sqrt(H), 1/sqrt(H)), as PyTorch."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for weight in self.parameters():
-            nn.init.uniform_(weight, -bound, bound)
-
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
@@ -155,15 +145,32 @@ class RNNBase(nn.Module):
             text += ", bidirectional=True"
         return text
 
-    def layer_parameters(
-        self, layer: int, direction: int = 0
-    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    def layer_parameters(self, layer: int, direction: int = 0) -> _Params:
         """Return ``(weight_ih, weight_hh, bias_ih, bias_hh)`` of one layer.
 
         Args:
             layer: layer index, ``0 <= layer < num_layers``.
             direction: 0 forward, 1 backward (bidirectional only).
+
+        Raises:
+            TypeError: if ``layer`` or ``direction`` is not an int.
+            ValueError: if the layer or direction does not exist.
         """
+        layer = check_int("layer", layer, minimum=0)
+        if layer >= self.num_layers:
+            raise ValueError(
+                f"layer={layer} does not exist: the network has "
+                f"num_layers={self.num_layers}"
+            )
+        direction = check_int("direction", direction, minimum=0)
+        if direction >= self.num_directions:
+            raise ValueError(
+                f"direction={direction} does not exist: 0 (forward) or, "
+                "for a bidirectional network, 1 (backward)"
+            )
+        return self._params(layer, direction)
+
+    def _params(self, layer: int, direction: int) -> _Params:
         sfx = self._suffix(layer, direction)
         return (
             getattr(self, f"weight_ih{sfx}"),
@@ -173,62 +180,41 @@ class RNNBase(nn.Module):
         )
 
     def _step(
-        self,
-        x: Tensor,
-        state: tuple[Tensor, ...],
-        params: tuple[Tensor, Tensor, Tensor | None, Tensor | None],
+        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor, ...]:
         """Advance one layer's state by one time step."""
         raise NotImplementedError
 
-    # -- input checks ---------------------------------------------------
+    def _run(
+        self, input: Tensor, state: list[Any], names: list[str]
+    ) -> tuple[Tensor, list[Tensor]]:
+        """Check the input and initial states, unroll, return the outputs.
 
-    def _check_input(self, x: Any) -> bool:
-        """Validate ``x``; return True when it is unbatched (2-D)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(
-                f"input must be a torch.Tensor, got {type(x).__name__}"
-            )
-        if x.dim() not in (2, 3):
-            raise ValueError(
-                "input must be 3-D (B, T, input_size) or 2-D "
-                f"(T, input_size), got {x.dim()}-D with shape "
-                f"{tuple(x.shape)}"
-            )
-        if x.size(-1) != self.input_size:
-            raise ValueError(
-                f"input.size(-1)={x.size(-1)} does not match "
-                f"input_size={self.input_size}"
-            )
-        if x.size(-2) == 0:
+        Adds the batch dimension to unbatched input and removes it again.
+        """
+        dtype = self.weight_ih_l0.dtype
+        unbatched = _check_input(input, self.input_size, dtype, 3)
+        if input.size(-2) == 0:
             raise ValueError("input has no time steps (T=0)")
-        return x.dim() == 2
-
-    def _initial(
-        self, x: Tensor, h: Any, name: str, unbatched: bool
-    ) -> Tensor:
-        """Zeros when ``h`` is None, else ``h`` (batched) after checks."""
         stacked = self.num_layers * self.num_directions
-        batch = x.size(0)
-        if h is None:
-            return x.new_zeros(stacked, batch, self.hidden_size)
-        if not isinstance(h, Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor or None, got "
-                f"{type(h).__name__}"
-            )
+        lead = "num_layers * num_directions"
         if unbatched:
-            expected: tuple[int, ...] = (stacked, self.hidden_size)
-            legend = "(num_layers * num_directions, hidden_size)"
+            input = input.unsqueeze(0)  # (1, T, input_size)
+            shape: tuple[int, ...] = (stacked, self.hidden_size)
+            legend = f"({lead}, hidden_size)"
         else:
-            expected = (stacked, batch, self.hidden_size)
-            legend = "(num_layers * num_directions, B, hidden_size)"
-        if tuple(h.shape) != expected:
-            raise ValueError(
-                f"{name} must have shape {legend} = {expected}, "
-                f"got {tuple(h.shape)}"
-            )
-        return h.unsqueeze(1) if unbatched else h  # (L*D, B, H)
+            shape = (stacked, input.size(0), self.hidden_size)
+            legend = f"({lead}, B, hidden_size)"
+        state = [
+            _initial(name, s, input, shape, legend)
+            for name, s in zip(names, state, strict=True)
+        ]
+        if unbatched:
+            state = [s.unsqueeze(1) for s in state]  # each (L * D, 1, H)
+        output, finals = self._unroll(input, state)
+        if unbatched:
+            return output.squeeze(0), [f.squeeze(1) for f in finals]
+        return output, finals
 
     # -- the time loop --------------------------------------------------
 
@@ -252,7 +238,7 @@ class RNNBase(nn.Module):
             outputs = []
             for direction in range(self.num_directions):
                 index = layer * self.num_directions + direction
-                params = self.layer_parameters(layer, direction)
+                params = self._params(layer, direction)
                 state = tuple(s[index] for s in states)  # each (B, H)
                 steps = range(T) if direction == 0 else range(T - 1, -1, -1)
                 hs: list[Any] = [None] * T
@@ -276,11 +262,7 @@ class RNNBase(nn.Module):
 
     @classmethod
     def _check_twin(cls, module: Any) -> None:
-        if not isinstance(module, cls._torch_twin):
-            raise TypeError(
-                f"module must be a torch.nn.{cls._torch_twin.__name__}, "
-                f"got {type(module).__name__}"
-            )
+        super()._check_twin(module)
         if getattr(module, "proj_size", 0) > 0:
             raise ValueError(
                 f"proj_size={module.proj_size} is not supported; only "
@@ -288,7 +270,7 @@ class RNNBase(nn.Module):
             )
 
     @classmethod
-    def _twin_kwargs(cls, module: nn.RNNBase) -> dict[str, Any]:
+    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
         weight = module.weight_ih_l0
         return {
             "input_size": module.input_size,
@@ -300,12 +282,6 @@ class RNNBase(nn.Module):
             "device": weight.device,
             "dtype": weight.dtype,
         }
-
-    def _copy_from(self, module: nn.Module) -> None:
-        with torch.no_grad():
-            for name, param in self.named_parameters():
-                param.copy_(getattr(module, name))
-        self.train(module.training)
 
 
 class RNN(RNNBase):
@@ -356,7 +332,7 @@ class RNN(RNNBase):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        _check_nonlinearity(nonlinearity)
+        check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
         super().__init__(
             input_size,
             hidden_size,
@@ -375,7 +351,16 @@ class RNN(RNNBase):
             text += f", nonlinearity={self.nonlinearity!r}"
         return text
 
-    def _step(self, x, state, params):
+    @classmethod
+    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
+        return {
+            **super()._twin_kwargs(module),
+            "nonlinearity": module.nonlinearity,
+        }
+
+    def _step(
+        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
+    ) -> tuple[Tensor]:
         return (rnn_cell_step(x, state[0], *params, self.nonlinearity),)
 
     def forward(
@@ -391,37 +376,8 @@ class RNN(RNNBase):
             ``(output, h_n)``: the top layer's hidden states at every step
             and every layer's final hidden state.
         """
-        unbatched = self._check_input(input)
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, T, input_size)
-        h0 = self._initial(input, h0, "h0", unbatched)
-        output, (h_n,) = self._unroll(input, [h0])
-        if unbatched:
-            return output.squeeze(0), h_n.squeeze(1)
+        output, (h_n,) = self._run(input, [h0], ["h0"])
         return output, h_n
-
-    @classmethod
-    def from_torch(cls, module: nn.RNN) -> RNN:
-        """Build an RNN holding a copy of ``module``'s weights.
-
-        ``module`` may be batch-first or not: the copy is always
-        batch-first, so its output equals ``module``'s on batch-first
-        input, or ``module``'s transposed otherwise.
-
-        Args:
-            module: a ``torch.nn.RNN``.
-
-        Returns:
-            An RNN whose outputs equal ``module``'s (in the same train or
-            eval mode).
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.RNN``.
-        """
-        cls._check_twin(module)
-        net = cls(**cls._twin_kwargs(module), nonlinearity=module.nonlinearity)
-        net._copy_from(module)
-        return net
 
 
 class LSTM(RNNBase):
@@ -461,8 +417,10 @@ class LSTM(RNNBase):
     num_states = 2
     _torch_twin = nn.LSTM
 
-    def _step(self, x, state, params):
-        return lstm_cell_step(x, state, *params)
+    def _step(
+        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
+    ) -> tuple[Tensor, Tensor]:
+        return lstm_cell_step(x, (state[0], state[1]), *params)
 
     def forward(
         self,
@@ -480,47 +438,10 @@ class LSTM(RNNBase):
             ``(output, (h_n, c_n))``: the top layer's hidden states at
             every step and every layer's final hidden and cell states.
         """
-        unbatched = self._check_input(input)
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, T, input_size)
-        if state is None:
-            h0 = c0 = None
-        elif isinstance(state, (tuple, list)) and len(state) == 2:
-            h0, c0 = state
-        else:
-            raise TypeError(
-                "state must be a pair (h0, c0) of tensors or None, got "
-                f"{type(state).__name__}"
-            )
-        h0 = self._initial(input, h0, "state[0] (h0)", unbatched)
-        c0 = self._initial(input, c0, "state[1] (c0)", unbatched)
-        output, (h_n, c_n) = self._unroll(input, [h0, c0])
-        if unbatched:
-            return output.squeeze(0), (h_n.squeeze(1), c_n.squeeze(1))
+        h0, c0 = _split_pair(state, "(h0, c0)")
+        names = ["state[0] (h0)", "state[1] (c0)"]
+        output, (h_n, c_n) = self._run(input, [h0, c0], names)
         return output, (h_n, c_n)
-
-    @classmethod
-    def from_torch(cls, module: nn.LSTM) -> LSTM:
-        """Build an LSTM holding a copy of ``module``'s weights.
-
-        ``module`` may be batch-first or not: the copy is always
-        batch-first.
-
-        Args:
-            module: a ``torch.nn.LSTM`` with ``proj_size=0``.
-
-        Returns:
-            An LSTM whose outputs equal ``module``'s (in the same train or
-            eval mode).
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.LSTM``.
-            ValueError: if ``module.proj_size > 0``.
-        """
-        cls._check_twin(module)
-        net = cls(**cls._twin_kwargs(module))
-        net._copy_from(module)
-        return net
 
 
 class GRU(RNNBase):
@@ -557,7 +478,9 @@ class GRU(RNNBase):
     num_chunks = 3
     _torch_twin = nn.GRU
 
-    def _step(self, x, state, params):
+    def _step(
+        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
+    ) -> tuple[Tensor]:
         return (gru_cell_step(x, state[0], *params),)
 
     def forward(
@@ -573,33 +496,5 @@ class GRU(RNNBase):
             ``(output, h_n)``: the top layer's hidden states at every step
             and every layer's final hidden state.
         """
-        unbatched = self._check_input(input)
-        if unbatched:
-            input = input.unsqueeze(0)  # (1, T, input_size)
-        h0 = self._initial(input, h0, "h0", unbatched)
-        output, (h_n,) = self._unroll(input, [h0])
-        if unbatched:
-            return output.squeeze(0), h_n.squeeze(1)
+        output, (h_n,) = self._run(input, [h0], ["h0"])
         return output, h_n
-
-    @classmethod
-    def from_torch(cls, module: nn.GRU) -> GRU:
-        """Build a GRU holding a copy of ``module``'s weights.
-
-        ``module`` may be batch-first or not: the copy is always
-        batch-first.
-
-        Args:
-            module: a ``torch.nn.GRU``.
-
-        Returns:
-            A GRU whose outputs equal ``module``'s (in the same train or
-            eval mode).
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.GRU``.
-        """
-        cls._check_twin(module)
-        net = cls(**cls._twin_kwargs(module))
-        net._copy_from(module)
-        return net
