@@ -1,26 +1,38 @@
 """Execute the book's pages in parallel into the cache the build reads.
 
-Jupyter Book keys its execution cache on a page's code cells only, so a
-change to the package under ``src/`` would leave stale outputs. This script
-hashes the package; when the hash differs from the one recorded after the
-last successful run, the cache and Sphinx's saved environment are cleared
-first, so every page is executed and read again. The pages listed in
-``_toc.yml`` are then executed (those whose code cells are already cached
-are skipped), ``--jobs`` at a time, with the same reader myst-nb uses, so
-``jupyter-book build`` finds every page in the cache.
+The execution itself is jupyter-cache's own ``local-parallel`` executor,
+run on the cache that ``jupyter-book build`` reads (``_build/.jupyter_cache``),
+with the reader myst-nb uses, so the build finds every executed page there.
+This script only adds what the tool cannot do:
 
-Usage: python scripts/execute_pages.py [--jobs N] [--hash-file PATH]
+1. **A package change invalidates the cache.** jupyter-cache keys a page on
+   its code cells, so a change under ``src/`` (or to ``pyproject.toml``)
+   would leave stale outputs. When the package hash differs from the one
+   recorded in ``--hash-file``, the cache and Sphinx's saved environment
+   are removed and the new hash is recorded at once. The cache is cleared
+   once per package change: a page that fails is executed again on the
+   next run, but the pages that passed stay cached.
+2. **One compute thread per core.** The tool starts one kernel per core
+   (its pool has no size option), and each kernel would start one compute
+   thread per core: the threads would outnumber the cores, and the small
+   models the pages train slow down 20-50 times. ``OMP_NUM_THREADS`` is
+   set to cores // kernels (1) before the kernels start, unless set already.
+3. **The project follows ``_toc.yml``**: listed pages are added, pages no
+   longer listed are dropped, and the traceback of a failing page is
+   printed with a non-zero exit status.
+
+Usage: python scripts/execute_pages.py [--hash-file PATH] [--timeout S]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -63,6 +75,31 @@ def package_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
+def invalidate_on_package_change(root: Path, hash_file: Path) -> bool:
+    """Clear the cache once when the package changed; True if it did.
+
+    The new hash is recorded together with the clearing, not after a
+    successful run, so a failing page never makes later runs re-execute
+    the pages that passed.
+    """
+    current = package_hash(root)
+    recorded = hash_file.read_text().strip() if hash_file.exists() else ""
+    if recorded == current:
+        return False
+    # Sphinx would not re-read pages whose source is unchanged, so its
+    # saved environment goes with the execution cache.
+    build = root / "_build"
+    for stale in (build / ".jupyter_cache", build / ".doctrees"):
+        if stale.exists():
+            print(f"package changed: removing {stale.relative_to(root)}")
+            shutil.rmtree(stale)
+    hash_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = hash_file.with_suffix(".tmp")
+    tmp.write_text(current + "\n")
+    tmp.replace(hash_file)
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -71,7 +108,6 @@ def main() -> int:
         default=Path(__file__).resolve().parents[1],
         help="the book's root folder (holding _toc.yml)",
     )
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
         "--hash-file",
         type=Path,
@@ -80,87 +116,45 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
-    if args.jobs < 1:
-        parser.error(f"--jobs={args.jobs} must be at least 1")
 
     from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-    from jupyter_cache.executors.utils import single_nb_execution
-    from myst_nb.core.read import myst_nb_reader_plugin
+    from jupyter_cache.executors import load_executor
 
     root = args.root.resolve()
-    cache_dir = root / "_build" / ".jupyter_cache"
     hash_file = args.hash_file or root / "_build" / ".package-hash"
-    current = package_hash(root)
-    recorded = (
-        hash_file.read_text().strip() if hash_file.exists() else ""
-    )
-    if recorded != current:
-        # Sphinx would not re-read pages whose source is unchanged, so its
-        # saved environment goes with the execution cache.
-        for stale in (cache_dir, root / "_build" / ".doctrees"):
-            if stale.exists():
-                print(f"package changed: removing {stale.relative_to(root)}")
-                shutil.rmtree(stale)
+    invalidate_on_package_change(root, hash_file)
 
-    # Each kernel would start one compute thread per core: with several
-    # pages at once the threads outnumber the cores, and the small models
-    # the pages train slow down many times over. Share the cores instead.
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    # The executor's pool holds one kernel per core: one thread each.
+    kernels = os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"{os.environ['OMP_NUM_THREADS']} compute thread(s) per page")
 
-    cache = get_cache(str(cache_dir))
-    todo = []
-    for page in toc_pages(root):
-        # The reader myst-nb uses, so the build matches these cache entries.
-        notebook = myst_nb_reader_plugin(str(page))
-        try:
-            cache.match_cache_notebook(notebook)
-        except KeyError:
-            todo.append((page, notebook))
-    print(f"{len(todo)} page(s) to execute, {args.jobs} at a time")
+    cache = get_cache(str(root / "_build" / ".jupyter_cache"))
+    pages = {str(page): page for page in toc_pages(root)}
+    for record in cache.list_project_records():
+        if record.uri not in pages:
+            cache.remove_nb_from_project(record.uri)
+    for uri in pages:
+        cache.add_nb_to_project(uri, read_data=READER)
+    todo = cache.list_unexecuted()
+    print(f"{len(todo)} page(s) to execute, up to {kernels} at a time")
+    if not todo:
+        return 0
 
-    def run(item):
-        page, notebook = item
-        result = single_nb_execution(
-            notebook,
-            cwd=str(page.parent),
-            timeout=args.timeout,
-            allow_errors=False,
-            meta_override=True,
-        )
-        name = page.relative_to(root)
-        status = "FAILED" if result.err else "ok"
-        print(f"  {status:6s} {result.time:6.1f} s  {name}", flush=True)
-        return page, notebook, result
-
+    logger = logging.getLogger("execute_pages")
+    logger.setLevel(logging.INFO)
+    executor = load_executor("local-parallel", cache=cache, logger=logger)
     start = time.perf_counter()
-    failed = []
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for page, notebook, result in pool.map(run, todo):
-            if result.err is not None:
-                failed.append((page, result.exc_string))
-                continue
-            cache.cache_notebook_bundle(
-                CacheBundleIn(
-                    notebook,
-                    str(page),
-                    data={"execution_seconds": result.time},
-                ),
-                check_validity=False,
-                overwrite=True,
-            )
+    result = executor.run_and_cache(timeout=args.timeout, allow_errors=False)
     print(f"executed in {time.perf_counter() - start:.1f} s")
-    if failed:
-        for page, trace in failed:
-            print(f"\nFAILED: {page}\n{trace}", file=sys.stderr)
-        return 1
-    hash_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = hash_file.with_suffix(".tmp")
-    tmp.write_text(current + "\n")
-    tmp.replace(hash_file)
-    return 0
+    for uri in result.succeeded:
+        print(f"  ok      {Path(uri).relative_to(root)}")
+    failed = result.excepted + result.errored
+    for uri in failed:
+        trace = cache.get_project_record(uri).traceback or "(no traceback)"
+        name = Path(uri).relative_to(root)
+        print(f"\nFAILED: {name}\n{trace}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -35,27 +35,39 @@ kernelspec:
 """
 
 
-def make_book(root: Path, code: str) -> Path:
-    """Lay out a one-page book whose single code cell is ``code``."""
+def make_book(root: Path, code: str, *others: str) -> Path:
+    """Lay out a book whose root page has the single code cell ``code``.
+
+    Each of ``others`` is the code cell of one more page, ``page1.md``,
+    ``page2.md``, ... listed in the table of contents.
+    """
     (root / "book").mkdir(parents=True, exist_ok=True)
     (root / "scripts").mkdir(exist_ok=True)
     shutil.copy(ROOT / "_config.yml", root)
     shutil.copy(ROOT / "references.bib", root)
     shutil.copy(ROOT / "scripts" / "execute_pages.py", root / "scripts")
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    toc = "format: jb-book\nroot: book/page\n"
+    if others:
+        toc += "chapters:\n"
+        toc += "".join(
+            f"  - file: book/page{i}\n" for i in range(1, len(others) + 1)
+        )
+    (root / "_toc.yml").write_text(toc)
     write_page(root, code)
+    for i, other in enumerate(others, start=1):
+        write_page(root, other, f"page{i}")
     return root
 
 
-def write_page(root: Path, code: str) -> None:
+def write_page(root: Path, code: str, name: str = "page") -> None:
     page = HEADER + "```{code-cell} ipython3\n" + code + "\n```\n"
-    (root / "book" / "page.md").write_text(page)
+    (root / "book" / f"{name}.md").write_text(page)
 
 
 def execute(root: Path) -> subprocess.CompletedProcess:
     """Pre-execute the pages as `make book` does."""
     return subprocess.run(
-        [sys.executable, "scripts/execute_pages.py", "--jobs", "2"],
+        [sys.executable, "scripts/execute_pages.py"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -138,3 +150,40 @@ def test_package_change_reexecutes_pages(tmp_path):
     result = execute(root)
     assert result.returncode == 0
     assert "0 page(s) to execute" in result.stdout
+
+
+def test_failing_page_does_not_reexecute_passing_pages(tmp_path):
+    """The cache is cleared once per package change, not per failed run."""
+    import_pkg = 'import sys\nsys.path.insert(0, "../src")\nimport pkgx\n'
+    root = make_book(
+        tmp_path,
+        import_pkg + 'print(f"value={pkgx.VALUE}")',
+        import_pkg + "assert pkgx.VALUE == 'first', 'page1 fails'",
+    )
+    pkg = root / "src" / "pkgx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("VALUE = 'first'\n")
+    first = execute(root)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "2 page(s) to execute" in first.stdout
+
+    # The package changes and page1 now fails: every page runs once ...
+    (pkg / "__init__.py").write_text("VALUE = 'second'\n")
+    second = execute(root)
+    assert second.returncode != 0
+    assert "2 page(s) to execute" in second.stdout
+    assert "page1 fails" in second.stderr
+    # ... and the next run executes only the failing page, which still
+    # fails, while the page that passed keeps its new output.
+    third = execute(root)
+    assert third.returncode != 0
+    assert "1 page(s) to execute" in third.stdout
+    assert "page1 fails" in third.stderr
+    # Once the page is fixed, only it runs, and the book builds with the
+    # output of the new package.
+    write_page(root, import_pkg + "print(pkgx.VALUE)", "page1")
+    fourth = execute(root)
+    assert fourth.returncode == 0, fourth.stderr[-2000:]
+    assert "1 page(s) to execute" in fourth.stdout
+    assert build(root).returncode == 0
+    assert "value=second" in page_html(root)
