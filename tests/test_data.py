@@ -6,7 +6,10 @@ import gzip
 import hashlib
 import http.server
 import json
+import os
+import stat
 import threading
+import zlib
 from functools import partial
 from pathlib import Path
 
@@ -374,3 +377,91 @@ def test_multi30k_pins_every_reference_file():
 def test_multi30k_rejects_bad_arguments(kwargs, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         data.multi30k(cache_dir=tmp_path, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Regressions (issue 9)
+# --------------------------------------------------------------------------
+
+
+def test_number_words_regenerates_a_cache_with_damaged_deflate_data(
+    tmp_path,
+):
+    # A valid gzip header followed by a damaged body: zlib.error, which
+    # used to escape instead of the cache being regenerated.
+    data.number_words("en", 0, 10, cache_dir=tmp_path)
+    (path,) = tmp_path.iterdir()
+    body = bytearray(path.read_bytes())
+    body[12:20] = b"\xff" * 8
+    path.write_bytes(bytes(body))
+    with pytest.raises(zlib.error):
+        gzip.decompress(bytes(body))
+    assert data.number_words("en", 0, 10, cache_dir=tmp_path)[3] == "three"
+    # ... and the regenerated file is readable again.
+    assert gzip.decompress(path.read_bytes())
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_number_words_cache_has_the_mode_of_a_plain_open(
+    tmp_path, umask_022
+):
+    data.number_words("en", 0, 5, cache_dir=tmp_path)
+    (path,) = tmp_path.iterdir()
+    assert _mode(path) == 0o644
+
+
+def test_download_has_the_mode_of_a_plain_open(server, tmp_path, umask_022):
+    root, url, _ = server
+    (root / "f.txt").write_bytes(b"abc")
+    path = data.download(
+        f"{url}/f.txt",
+        hashlib.sha256(b"abc").hexdigest(),
+        cache_dir=tmp_path / "cache",
+    )
+    assert _mode(path) == 0o644
+
+
+def test_atomic_open_leaves_the_old_file_when_the_block_fails(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"old")
+    with pytest.raises(RuntimeError), data._atomic_open(path) as f:
+        f.write(b"new, half written")
+        raise RuntimeError("crash")
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(start="0"), TypeError, "start must be an int"),
+        (dict(stop=10.0), TypeError, "stop must be an int"),
+        (dict(valid_fraction="0.1"), TypeError, "valid_fraction"),
+        (dict(test_fraction=float("nan")), ValueError, "test_fraction"),
+    ],
+)
+def test_number_pairs_rejects_strings_and_nan(kwargs, error, match, tmp_path):
+    kwargs = {"stop": 10, **kwargs}
+    with pytest.raises(error, match=match):
+        data.number_pairs(cache_dir=tmp_path, **kwargs)
+
+
+def test_download_rejects_a_bad_timeout(tmp_path):
+    with pytest.raises(TypeError, match="timeout"):
+        data.download("http://127.0.0.1/x", "0" * 64, timeout="5",
+                      cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="timeout=0"):
+        data.download("http://127.0.0.1/x", "0" * 64, timeout=0,
+                      cache_dir=tmp_path)

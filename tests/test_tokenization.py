@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from itertools import pairwise
 
@@ -368,5 +370,86 @@ def test_bad_merges():
 
 
 def test_base_class_is_abstract():
-    with pytest.raises(NotImplementedError):
-        Tokenizer().encode("x")
+    with pytest.raises(TypeError, match="abstract"):
+        Tokenizer()
+
+
+# --------------------------------------------------------------------------
+# Regressions (issue 9)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tok",
+    [*_trained(), BPETokenizer(), BPETokenizer().train(UNICODE * 5, 300)],
+    ids=repr,
+)
+def test_token_to_id_inverts_id_to_token_for_every_id(tok):
+    # BPE used to show the 128 bytes 0x80-0xFF as "\\xNN", which
+    # token_to_id read as four ASCII bytes: the identity failed for them.
+    for i in range(tok.vocab_size):
+        assert tok.token_to_id(tok.id_to_token(i)) == i, i
+
+
+def test_bpe_shows_bytes_that_are_not_text_as_hex():
+    tok = BPETokenizer().train("é é é é", 262)
+    assert tok.id_to_token(3 + 0xC3) == "<0xC3>"
+    assert tok.id_to_token(3 + ord("<")) == "<"
+    assert tok.tokens("é") == ["é"]
+    # A merged piece that ends inside a character keeps its text part.
+    half = BPETokenizer([(3 + ord(" "), 3 + 0xC3)])
+    assert half.id_to_token(259) == " <0xC3>"
+    assert half.token_to_id(" <0xC3>") == 259
+
+
+def test_bpe_display_cannot_be_confused_with_an_escape():
+    # Hand-made merges spelling "<0xC3>" and "<pad>" as plain text: their
+    # displays must differ from the byte token's and the special token's.
+    ids = [3 + b for b in b"<0xC3>"]
+    merges = [(ids[0], ids[1])]
+    for b in ids[2:]:
+        merges.append((259 + len(merges) - 1, b))
+    pad = [3 + b for b in b"<pad>"]
+    merges.append((pad[0], pad[1]))
+    for b in pad[2:]:
+        merges.append((259 + len(merges) - 1, b))
+    tok = BPETokenizer(merges)
+    shown = {tok.id_to_token(i) for i in range(tok.vocab_size)}
+    assert len(shown) == tok.vocab_size
+    for i in range(tok.vocab_size):
+        assert tok.token_to_id(tok.id_to_token(i)) == i
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("[1, 2]", r"holds \[1, 2\], not a JSON object"),
+        ("null", "holds null, not a JSON object"),
+        ("{", "not JSON"),
+        ('{"version": 1, "type": "BPETokenizer"}', "'merges'"),
+        ('{"version": 1, "type": "CharTokenizer", "chars": []}',
+         "'byte_fallback'"),
+        ('{"version": 1, "type": "WordTokenizer", "words": "ab",'
+         ' "lowercase": false}', "'words'"),
+        ('{"version": 1, "type": "BPETokenizer", "merges": [[3]]}',
+         "merges"),
+        ('{"version": 2, "type": "BPETokenizer", "merges": []}',
+         "format version 2"),
+        ('{"version": 1, "type": "Nope"}', "type='Nope'"),
+    ],
+)
+def test_load_rejects_malformed_files(tmp_path, content, match):
+    path = tmp_path / "tok.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=match) as info:
+        load_tokenizer(path)
+    assert "tok.json" in str(info.value)
+
+
+def test_saved_file_has_the_mode_of_a_plain_open(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = CharTokenizer().train("ab").save(tmp_path / "t.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

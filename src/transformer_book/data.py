@@ -19,6 +19,7 @@ mismatch. :func:`tiny_shakespeare` and :func:`multi30k` are built on it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import gzip
@@ -27,13 +28,18 @@ import json
 import os
 import random
 import re
-import tempfile
+import secrets
 import urllib.parse
 import urllib.request
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from ._checks import check_choice, check_int, check_number
 
 __all__ = [
     "CACHE_ENV_VAR",
@@ -146,19 +152,45 @@ def cache_dir() -> Path:
 _default_cache_dir = cache_dir
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+@contextlib.contextmanager
+def _atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
+    """Open a temporary file beside ``path``; rename it there on success.
+
+    The temporary file is created with ``os.open(..., 0o666)``, so the
+    kernel applies the umask and the final file has the mode a plain
+    ``open(path, "wb")`` would give it (``tempfile.mkstemp`` would make it
+    0600 whatever the umask, unreadable to the other users of a shared
+    cache). If the block raises, the temporary file is removed and
+    ``path`` is untouched.
+
+    Args:
+        path: the final file; its parent folders are created.
+        suffix: ending of the temporary file's name.
+
+    Yields:
+        The temporary file, open for binary writing.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{suffix}")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    with _atomic_open(path) as f:
+        f.write(data)
 
 
 # --------------------------------------------------------------------------
@@ -201,18 +233,14 @@ def python_docs_split(valid_fraction: float = 0.1) -> tuple[str, str]:
         TypeError: if ``valid_fraction`` is not a real number.
         ValueError: if ``valid_fraction`` is not strictly between 0 and 1.
     """
-    if isinstance(valid_fraction, bool) or not isinstance(
-        valid_fraction, (int, float)
-    ):
-        raise TypeError(
-            f"valid_fraction must be a float, got "
-            f"{type(valid_fraction).__name__}"
-        )
-    if not 0.0 < valid_fraction < 1.0:
-        raise ValueError(
-            f"valid_fraction={valid_fraction!r} must be strictly between "
-            "0 and 1"
-        )
+    valid_fraction = check_number(
+        "valid_fraction",
+        valid_fraction,
+        minimum=0.0,
+        maximum=1.0,
+        min_inclusive=False,
+        max_inclusive=False,
+    )
     text = python_docs_text()
     cut = int(round(len(text) * (1.0 - valid_fraction)))
     newline = text.find("\n", cut)
@@ -279,12 +307,12 @@ def _check_language(name: str, value: object) -> str:
     return value
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} must be an int, got {type(value).__name__}"
-        )
-    return value
+def _check_range(start: Any, stop: Any) -> tuple[int, int]:
+    start = check_int("start", start, minimum=0)
+    stop = check_int("stop", stop, minimum=None)
+    if stop <= start:
+        raise ValueError(f"stop={stop} must be greater than start={start}")
+    return start, stop
 
 
 def _number_cache_path(
@@ -357,12 +385,7 @@ def number_words(
             negative.
     """
     _check_language("lang", lang)
-    _check_int("start", start)
-    _check_int("stop", stop)
-    if start < 0:
-        raise ValueError(f"start={start} must be >= 0")
-    if stop <= start:
-        raise ValueError(f"stop={stop} must be greater than start={start}")
+    start, stop = _check_range(start, stop)
     if lang == "digits":
         return [str(n) for n in range(start, stop)]
     directory = (
@@ -382,8 +405,10 @@ def number_words(
                 and len(words) == stop - start
             ):
                 return words
-        except (OSError, ValueError, KeyError, TypeError, EOFError):
-            pass  # unreadable: regenerate below
+        except (
+            OSError, EOFError, zlib.error, ValueError, KeyError, TypeError
+        ):
+            pass  # damaged (bad gzip, bad JSON, wrong shape): regenerate
     words = _generate_words(lang, start, stop)
     if cache:
         payload = {
@@ -445,19 +470,16 @@ def number_pairs(
     """
     _check_language("src", src)
     _check_language("tgt", tgt)
-    _check_int("start", start)
-    _check_int("stop", stop)
-    _check_int("seed", seed)
-    for name, frac in (
-        ("valid_fraction", valid_fraction),
-        ("test_fraction", test_fraction),
-    ):
-        if isinstance(frac, bool) or not isinstance(frac, (int, float)):
-            raise TypeError(
-                f"{name} must be a float, got {type(frac).__name__}"
-            )
-        if not 0.0 <= frac < 1.0:
-            raise ValueError(f"{name}={frac!r} must be in [0, 1)")
+    start, stop = _check_range(start, stop)
+    seed = check_int("seed", seed, minimum=None)
+    valid_fraction = check_number(
+        "valid_fraction", valid_fraction, minimum=0.0, maximum=1.0,
+        max_inclusive=False,
+    )
+    test_fraction = check_number(
+        "test_fraction", test_fraction, minimum=0.0, maximum=1.0,
+        max_inclusive=False,
+    )
     if valid_fraction + test_fraction >= 1.0:
         raise ValueError(
             f"valid_fraction={valid_fraction!r} + test_fraction="
@@ -519,7 +541,8 @@ def download(
     Otherwise the body is streamed into a temporary file in the cache
     directory while it is hashed; only a matching file is renamed into
     place (an atomic ``os.replace``), so a crash or a bad download never
-    leaves a half-written file under the final name.
+    leaves a half-written file under the final name. The file gets the
+    permissions a plain ``open`` would give it (``0o666`` less the umask).
 
     Args:
         url: address of the file (``http``, ``https`` or ``file``).
@@ -535,8 +558,9 @@ def download(
     Raises:
         TypeError: if ``url`` or ``sha256`` is not a string.
         ValueError: if ``sha256`` is not 64 hexadecimal digits, no file
-            name can be derived, or the downloaded bytes do not match
-            ``sha256`` (the partial file is removed).
+            name can be derived, ``timeout`` is not positive, or the
+            downloaded bytes do not match ``sha256`` (the partial file is
+            removed).
         urllib.error.URLError: if the server cannot be reached.
     """
     if not isinstance(url, str):
@@ -545,6 +569,9 @@ def download(
         raise TypeError(
             f"sha256 must be a str, got {type(sha256).__name__}"
         )
+    timeout = check_number(
+        "timeout", timeout, minimum=0.0, min_inclusive=False
+    )
     expected = sha256.strip().lower()
     if not _SHA256_RE.fullmatch(expected):
         raise ValueError(
@@ -563,27 +590,18 @@ def download(
     target = directory / filename
     if target.exists() and _sha256_file(target) == expected:
         return target
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{filename}.", suffix=".part", dir=directory
-    )
-    tmp = Path(tmp_name)
-    try:
+    with _atomic_open(target, suffix=".part") as out:
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                for block in iter(lambda: response.read(1 << 16), b""):
-                    digest.update(block)
-                    out.write(block)
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            for block in iter(lambda: response.read(1 << 16), b""):
+                digest.update(block)
+                out.write(block)
         actual = digest.hexdigest()
         if actual != expected:
             raise ValueError(
                 f"checksum mismatch for {url}: expected sha256={expected}, "
                 f"got {actual}; the downloaded file was removed"
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -638,14 +656,10 @@ def multi30k(
         ValueError: if ``split``, ``src`` or ``tgt`` is not one of the
             values above, or ``src == tgt``.
     """
-    if split not in _MULTI30K_SPLITS:
-        raise ValueError(
-            f"split={split!r} is not one of {sorted(_MULTI30K_SPLITS)}"
-        )
+    check_choice("split", split, sorted(_MULTI30K_SPLITS))
     languages = ("de", "en", "fr")
-    for name, lang in (("src", src), ("tgt", tgt)):
-        if lang not in languages:
-            raise ValueError(f"{name}={lang!r} is not one of {languages}")
+    check_choice("src", src, languages)
+    check_choice("tgt", tgt, languages)
     if src == tgt:
         raise ValueError(f"src and tgt are both {src!r}; choose two")
     sides = []
