@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import matplotlib as mpl
-import matplotlib.pyplot as plt
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import plotting, rnn
+from transformer_book import rnn
 
 SRC_V, TGT_V = 11, 13
 PAD, BOS, EOS = 0, 1, 2
@@ -95,12 +93,69 @@ def test_attention_row_without_keys_is_zero():
     assert (context[1] == 0).all()
 
 
-def test_attention_bad_mask():
+def _attention_inputs():
+    torch.manual_seed(0)
+    query, keys = torch.randn(2, 4), torch.randn(2, 3, 6)
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    return query, keys, mask
+
+
+@pytest.mark.parametrize(
+    ("change", "exc", "match"),
+    [
+        # Each of these used to broadcast silently or fail inside a matmul.
+        (
+            {"query": torch.randn(3, 4)},
+            ValueError,
+            r"query must have .*"
+            r"\(2, 4\), got \(3, 4\)",
+        ),
+        ({"query": torch.randn(2, 5)}, ValueError, "query must have shape"),
+        ({"query": torch.randn(4)}, ValueError, "query must be 2-D"),
+        ({"keys": torch.randn(2, 3, 7)}, ValueError, "keys must have shape"),
+        ({"keys": torch.randn(3, 6)}, ValueError, "keys must be 3-D"),
+        ({"mask": torch.ones(2, 3)}, TypeError, "mask must be a bool"),
+        (
+            {"mask": torch.ones(2, 4, dtype=torch.bool)},
+            ValueError,
+            r"mask must have shape \(B, S\) = \(2, 3\)",
+        ),
+        (
+            {"mask": torch.ones(3, dtype=torch.bool)},
+            ValueError,
+            "mask must have shape",
+        ),
+        (
+            {"projected_keys": torch.randn(2, 3, 4)},
+            ValueError,
+            "projected_keys must have shape",
+        ),
+        (
+            {"query": torch.randn(2, 4, dtype=torch.float64)},
+            TypeError,
+            "query has dtype torch.float64",
+        ),
+        (
+            {"keys": torch.ones(2, 3, 6, dtype=torch.long)},
+            TypeError,
+            "keys must be a floating tensor",
+        ),
+        ({"query": [[0.0] * 4] * 2}, TypeError, "query must be a Tensor"),
+    ],
+)
+def test_attention_wrong_inputs_raise(change, exc, match):
     attn = rnn.BahdanauAttention(4, 6, 5)
-    with pytest.raises(ValueError, match="mask"):
-        attn(torch.randn(2, 4), torch.randn(2, 3, 6), torch.ones(2, 3))
-    with pytest.raises(ValueError, match="attention_size"):
+    query, keys, mask = _attention_inputs()
+    kwargs = {"query": query, "keys": keys, "mask": mask, **change}
+    with pytest.raises(exc, match=match):
+        attn(**kwargs)
+
+
+def test_attention_bad_size_raises():
+    with pytest.raises(ValueError, match="attention_size=0"):
         rnn.BahdanauAttention(4, 6, 0)
+    with pytest.raises(TypeError, match="key_size must be an int"):
+        rnn.BahdanauAttention(4, "6", 5)
 
 
 # -- model ------------------------------------------------------------------
@@ -259,6 +314,7 @@ def test_tiny_model_overfits_one_batch(attention):
         ({"embed_size": 2.5}, "embed_size"),
         ({"attention": 1}, "attention"),
         ({"dropout": 1.0}, "dropout"),
+        ({"dropout": "0.1"}, "dropout must be a number"),
         ({"eos_id": 13}, "eos_id"),
         ({"pad_id": 11}, "pad_id"),
         ({"attention_size": -1}, "attention_size"),
@@ -288,8 +344,10 @@ def test_bad_inputs_raise():
     _, _, tgt_in = _batch()
     with pytest.raises(TypeError, match="src"):
         model(src.double(), lens, tgt_in)
-    with pytest.raises(ValueError, match="src must have shape"):
+    with pytest.raises(ValueError, match="src must be 2-D"):
         model(src[0], lens, tgt_in)
+    with pytest.raises(ValueError, match="tgt_in has no tokens"):
+        model(src, lens, tgt_in[:, :0])
     with pytest.raises(ValueError, match="batch size"):
         model(src, lens, tgt_in[:2])
     with pytest.raises(ValueError, match="src_mask"):
@@ -301,10 +359,14 @@ def test_bad_inputs_raise():
     holes = torch.tensor([[True, False, True, False, False]] * 3)
     with pytest.raises(ValueError, match="right-padded"):
         model(src, holes, tgt_in)
-    with pytest.raises(TypeError, match="src_mask"):
+    with pytest.raises(TypeError, match="src_mask must be a Tensor"):
         model(src, [5, 3, 1], tgt_in)
-    with pytest.raises(ValueError, match="max_len"):
+    with pytest.raises(TypeError, match="src_mask must be a bool mask or"):
+        model(src, lens.float(), tgt_in)
+    with pytest.raises(ValueError, match="max_len=0"):
         model.greedy_decode(src, lens, max_len=0)
+    with pytest.raises(TypeError, match="max_len must be an int"):
+        model.greedy_decode(src, lens, max_len="5")
 
 
 def test_pad_batch():
@@ -313,38 +375,28 @@ def test_pad_batch():
     assert lens.tolist() == [3, 1]
     with pytest.raises(ValueError, match="sequences"):
         rnn.pad_batch([])
-    with pytest.raises(ValueError, match=r"sequences\[1\] is empty"):
+    with pytest.raises(
+        ValueError, match=r"sequences\[1\] must be a non-empty"
+    ):
         rnn.pad_batch([[1], []])
 
 
-# -- plots ------------------------------------------------------------------
-
-
-def test_plot_alignment():
-    weights = torch.softmax(torch.randn(4, 3), -1)
-    with mpl.rc_context({"figure.dpi": 50}):
-        ax = plotting.plot_alignment(
-            weights, ["a", "b", "c"], ["w", "x", "y", "z"], title="t"
-        )
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
-    assert [t.get_text() for t in ax.get_yticklabels()] == list("wxyz")
-    plt.close(ax.figure)
-    with pytest.raises(ValueError, match="src_tokens"):
-        plotting.plot_alignment(weights, ["a"], ["w", "x", "y", "z"])
-    with pytest.raises(ValueError, match="tgt_tokens"):
-        plotting.plot_alignment(weights, ["a", "b", "c"], ["w"])
-    with pytest.raises(ValueError, match="2-D"):
-        plotting.plot_alignment(weights[0], ["a", "b", "c"], ["w"])
-
-
-def test_plot_exact_match_vs_length():
-    fig, ax = plt.subplots()
-    out = plotting.plot_exact_match_vs_length(
-        [2, 6, 10], {"a": [1.0, 0.9, 0.5], "b": [1, 1, 1]}, target=0.95, ax=ax
-    )
-    assert out is ax and len(ax.get_lines()) == 3
-    with pytest.raises(ValueError, match="accuracies\\['a'\\]"):
-        plotting.plot_exact_match_vs_length([1, 2], {"a": [1.0]}, ax=ax)
-    with pytest.raises(ValueError, match="empty"):
-        plotting.plot_exact_match_vs_length([1, 2], {}, ax=ax)
-    plt.close(fig)
+@pytest.mark.parametrize(
+    ("sequences", "exc", "match"),
+    [
+        # Floats were truncated silently: [2.7] became id 2.
+        (
+            [[1, 2], [2.7]],
+            TypeError,
+            r"sequences\[1\] must be a sequence of int",
+        ),
+        ([[True, False]], TypeError, r"sequences\[0\] must be"),
+        (["abc"], TypeError, r"sequences\[0\] must be"),
+        ([[1, -3]], ValueError, "negative id -3"),
+        ([[1, 2]], TypeError, "pad_id must be an int"),
+    ],
+)
+def test_pad_batch_rejects_what_is_not_token_ids(sequences, exc, match):
+    pad_id = "0" if "pad_id" in match else 0
+    with pytest.raises(exc, match=match):
+        rnn.pad_batch(sequences, pad_id)

@@ -27,8 +27,14 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from .._checks import (
+    check_id_tensor,
+    check_int,
+    check_probability,
+    check_tensor,
+)
 from ..masks import padding_mask
-from .cells import GRUCell
+from .cells import GRUCell, _check_dtype, _check_shape
 from .recurrent import GRU
 
 __all__ = [
@@ -39,13 +45,6 @@ __all__ = [
     "Seq2SeqOutput",
     "pad_batch",
 ]
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum}")
 
 
 def pad_batch(
@@ -69,20 +68,42 @@ def pad_batch(
         ``(ids, lengths)``, both ``torch.long``.
 
     Raises:
-        ValueError: if ``sequences`` or one of its sequences is empty.
+        TypeError: if a sequence holds something other than int ids
+            (floats would otherwise be truncated silently).
+        ValueError: if ``sequences`` or one of its sequences is empty, or
+            an id is negative.
     """
+    pad_id = check_int("pad_id", pad_id, minimum=0)
     if len(sequences) == 0:
         raise ValueError("sequences is empty; expected at least one sequence")
-    lengths = [len(s) for s in sequences]
-    if min(lengths) == 0:
-        raise ValueError(
-            f"sequences[{lengths.index(0)}] is empty; every sequence needs "
-            "at least one token"
-        )
-    ids = torch.full((len(sequences), max(lengths)), pad_id, dtype=torch.long)
-    for i, s in enumerate(sequences):
-        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    rows = [_id_row(f"sequences[{i}]", s) for i, s in enumerate(sequences)]
+    lengths = [len(row) for row in rows]
+    ids = torch.full((len(rows), max(lengths)), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
     return ids.to(device), torch.tensor(lengths, device=device)
+
+
+def _id_row(name: str, ids: Sequence[int]) -> Tensor:
+    """One non-empty sequence of non-negative int ids as a long tensor."""
+    try:
+        row = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"{name} must be a sequence of int token ids"
+        ) from None
+    if row.ndim != 1 or len(row) == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 1-D sequence of ids, got shape "
+            f"{tuple(row.shape)}"
+        )
+    if row.is_floating_point() or row.is_complex() or row.dtype == torch.bool:
+        raise TypeError(
+            f"{name} must be a sequence of int token ids, got {row.dtype}"
+        )
+    if int(row.min()) < 0:
+        raise ValueError(f"{name} holds a negative id {int(row.min())}")
+    return row.long()
 
 
 @dataclass(frozen=True)
@@ -127,32 +148,22 @@ class RNNSeq2SeqConfig:
     eos_id: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size"):
-            _check_int(name, getattr(self, name), 1)
-        for name in ("embed_size", "hidden_size"):
-            _check_int(name, getattr(self, name), 1)
+        for name in ("src_vocab_size", "tgt_vocab_size", "embed_size"):
+            check_int(name, getattr(self, name))
+        check_int("hidden_size", self.hidden_size)
         if self.attention_size is not None:
-            _check_int("attention_size", self.attention_size, 1)
+            check_int("attention_size", self.attention_size)
         for name in ("attention", "bidirectional"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(
-                    f"{name} must be a bool, got "
-                    f"{type(getattr(self, name)).__name__}"
-                )
-        if isinstance(self.dropout, bool) or not isinstance(
-            self.dropout, (int, float)
-        ):
-            raise TypeError(
-                f"dropout must be a float, got {type(self.dropout).__name__}"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout!r} must be in [0, 1)")
+                kind = type(getattr(self, name)).__name__
+                raise TypeError(f"{name} must be a bool, got {kind}")
+        check_probability("dropout", self.dropout)
         for name in ("pad_id", "bos_id", "eos_id"):
-            _check_int(name, getattr(self, name), 0)
-            if getattr(self, name) >= self.tgt_vocab_size:
+            value = check_int(name, getattr(self, name), minimum=0)
+            if value >= self.tgt_vocab_size:
                 raise ValueError(
-                    f"{name}={getattr(self, name)} is outside the target "
-                    f"vocabulary (tgt_vocab_size={self.tgt_vocab_size})"
+                    f"{name}={value} is outside the target vocabulary "
+                    f"(tgt_vocab_size={self.tgt_vocab_size})"
                 )
         if self.pad_id >= self.src_vocab_size:
             raise ValueError(
@@ -206,18 +217,24 @@ class BahdanauAttention(nn.Module):
     Raises:
         TypeError: if a size is not an int.
         ValueError: if a size is below 1.
+
+    Example:
+        >>> attn = BahdanauAttention(query_size=4, key_size=6,
+        ...                          attention_size=5)
+        >>> keys = torch.randn(2, 3, 6)  # (B, S, key_size)
+        >>> mask = torch.tensor([[True, True, True], [True, False, False]])
+        >>> context, weights = attn(torch.randn(2, 4), keys, mask)
+        >>> context.shape, weights[1, 1:].tolist()
+        (torch.Size([2, 6]), [0.0, 0.0])
     """
 
     def __init__(
         self, query_size: int, key_size: int, attention_size: int
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("query_size", query_size),
-            ("key_size", key_size),
-            ("attention_size", attention_size),
-        ):
-            _check_int(name, value, 1)
+        self.query_size = check_int("query_size", query_size)
+        self.key_size = check_int("key_size", key_size)
+        self.attention_size = check_int("attention_size", attention_size)
         self.q_proj = nn.Linear(query_size, attention_size, bias=False)
         self.k_proj = nn.Linear(key_size, attention_size)
         # The paper's vector v: one score per hidden unit pattern.
@@ -225,7 +242,40 @@ class BahdanauAttention(nn.Module):
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """Return :math:`W_k h_j + b` for every key, ``(B, S, A)``."""
+        self._check_keys(keys)
         return self.k_proj(keys)
+
+    def _check_keys(self, keys: Tensor) -> None:
+        check_tensor("keys", keys, ndim=3, floating=True)
+        B, S, _ = keys.shape
+        _check_shape("keys", keys, (B, S, self.key_size), "(B, S, key_size)")
+        _check_dtype("keys", keys, self.k_proj.weight.dtype)
+
+    def _check_inputs(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        mask: Tensor | None,
+        projected_keys: Tensor | None,
+    ) -> None:
+        """Shapes and dtypes that would otherwise broadcast or fail late."""
+        self._check_keys(keys)
+        B, S, _ = keys.shape
+        check_tensor("query", query, ndim=2, floating=True)
+        _check_shape("query", query, (B, self.query_size), "(B, query_size)")
+        _check_dtype("query", query, self.q_proj.weight.dtype)
+        if mask is not None:
+            check_tensor("mask", mask)
+            if mask.dtype != torch.bool:
+                raise TypeError(
+                    f"mask must be a bool tensor, got {mask.dtype}"
+                )
+            _check_shape("mask", mask, (B, S), "(B, S)")
+        if projected_keys is not None:
+            check_tensor("projected_keys", projected_keys)
+            shape = (B, S, self.attention_size)
+            legend = "(B, S, attention_size)"
+            _check_shape("projected_keys", projected_keys, shape, legend)
 
     def forward(
         self,
@@ -248,10 +298,13 @@ class BahdanauAttention(nn.Module):
             ``(context, weights)``.
 
         Raises:
-            ValueError: if ``mask`` is not boolean of shape ``(B, S)``.
+            TypeError: if an input is not a floating tensor of the
+                module's dtype, or ``mask`` is not boolean.
+            ValueError: if a shape disagrees with ``Shape`` above.
         """
+        self._check_inputs(query, keys, mask, projected_keys)
         if projected_keys is None:
-            projected_keys = self.project_keys(keys)
+            projected_keys = self.k_proj(keys)
         hidden = torch.tanh(
             self.q_proj(query)[:, None, :] + projected_keys
         )  # (B, S, A)
@@ -259,18 +312,19 @@ class BahdanauAttention(nn.Module):
         if mask is None:
             weights = torch.softmax(scores, dim=-1)
         else:
-            if mask.dtype != torch.bool or mask.shape != scores.shape:
-                raise ValueError(
-                    f"mask must be a bool tensor of shape "
-                    f"{tuple(scores.shape)}, got {mask.dtype} "
-                    f"{tuple(mask.shape)}"
-                )
             low = torch.finfo(scores.dtype).min
             weights = torch.softmax(scores.masked_fill(~mask, low), dim=-1)
             # An all-padding row softmaxes to uniform: zero it instead.
             weights = weights.masked_fill(~mask, 0.0)
         context = torch.bmm(weights[:, None, :], keys).squeeze(1)
         return context, weights
+
+
+def _check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
+    """Integer ids ``(B, T)`` with ``T >= 1``, inside the vocabulary."""
+    check_id_tensor(name, ids, vocab_size, ndim=2)
+    if ids.size(1) == 0:
+        raise ValueError(f"{name} has no tokens (shape {tuple(ids.shape)})")
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -371,55 +425,24 @@ class RNNSeq2Seq(nn.Module):
 
     # -- checks -----------------------------------------------------------
 
-    def _check_ids(self, name: str, ids: object, vocab_size: int) -> Tensor:
-        if not isinstance(ids, Tensor):
-            raise TypeError(
-                f"{name} must be a tensor, got {type(ids).__name__}"
-            )
-        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise TypeError(
-                f"{name} must hold integer token ids, got {ids.dtype}"
-            )
-        if ids.ndim != 2 or ids.size(1) == 0:
-            raise ValueError(
-                f"{name} must have shape (B, T) with T >= 1, got "
-                f"{tuple(ids.shape)}"
-            )
-        if ids.numel() and (
-            int(ids.min()) < 0 or int(ids.max()) >= vocab_size
-        ):
-            bad = ids[(ids < 0) | (ids >= vocab_size)][0].item()
-            raise ValueError(
-                f"token id {bad} in {name} is outside the vocabulary "
-                f"(vocab_size={vocab_size})"
-            )
-        return ids
-
     def _source_mask(self, src: Tensor, src_mask: object) -> Tensor:
         """Turn lengths or a mask into a checked ``(B, S)`` bool mask."""
         B, S = src.shape
-        if not isinstance(src_mask, Tensor):
-            raise TypeError(
-                f"src_mask must be a bool tensor (B, S) or lengths (B,), "
-                f"got {type(src_mask).__name__}"
-            )
-        if src_mask.dtype != torch.bool:
-            if src_mask.ndim != 1 or src_mask.shape[0] != B:
-                raise ValueError(
-                    f"src_mask given as lengths must have shape ({B},), "
-                    f"got {tuple(src_mask.shape)}"
+        check_tensor("src_mask", src_mask, ndim=(1, 2))
+        if src_mask.dtype != torch.bool:  # lengths (B,)
+            if src_mask.is_floating_point():
+                raise TypeError(
+                    "src_mask must be a bool mask or integer lengths, got "
+                    f"{src_mask.dtype}"
                 )
-            if src_mask.numel() and int(src_mask.max()) > S:
+            _check_shape("src_mask", src_mask, (B,), "(B,) as lengths")
+            if int(src_mask.max()) > S:
                 raise ValueError(
                     f"src_mask holds a length {int(src_mask.max())} above "
                     f"the source length S={S}"
                 )
-            src_mask = padding_mask(src_mask.to(src.device), S)[:, 0, 0]
-        if tuple(src_mask.shape) != (B, S):
-            raise ValueError(
-                f"src_mask must have shape ({B}, {S}) like src, got "
-                f"{tuple(src_mask.shape)}"
-            )
+            src_mask = padding_mask(src_mask.clamp(min=0), S)[:, 0, 0]
+        _check_shape("src_mask", src_mask, (B, S), "(B, S) like src")
         lengths = src_mask.sum(-1)
         if int(lengths.min()) < 1:
             raise ValueError(
@@ -452,7 +475,7 @@ class RNNSeq2Seq(nn.Module):
             bool mask ``(B, S)``.
         """
         c = self.config
-        src = self._check_ids("src", src, c.src_vocab_size)
+        _check_ids("src", src, c.src_vocab_size)
         mask = self._source_mask(src, src_mask)
         B, S = src.shape
         lengths = mask.sum(-1)  # (B,)
@@ -529,8 +552,8 @@ class RNNSeq2Seq(nn.Module):
             ValueError: if a shape disagrees, an id is outside its
                 vocabulary, or ``src_mask`` is not right-padded.
         """
-        src = self._check_ids("src", src, self.config.src_vocab_size)
-        tgt_in = self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        _check_ids("src", src, self.config.src_vocab_size)
+        _check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         if tgt_in.size(0) != src.size(0):
             raise ValueError(
                 f"tgt_in has batch size {tgt_in.size(0)}, src has "
@@ -571,7 +594,7 @@ class RNNSeq2Seq(nn.Module):
         Raises:
             ValueError: if ``max_len`` is below 1, or as :meth:`forward`.
         """
-        _check_int("max_len", max_len, 1)
+        check_int("max_len", max_len)
         c = self.config
         state, memory = self._start(src, src_mask)
         B = src.size(0)
