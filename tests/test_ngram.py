@@ -12,7 +12,8 @@ import torch
 from transformer_book.ngram import NGramLM
 
 V = 6
-SEQ = [random.Random(0).randrange(V - 1) for _ in range(300)]  # id 5 unseen
+_RNG = random.Random(0)
+SEQ = [_RNG.randrange(V - 1) for _ in range(300)]  # id 5 unseen
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -56,17 +57,35 @@ def test_uniform_model_has_perplexity_vocab_size():
     assert math.isclose(lm.perplexity([0, 3, 5]), V, rel_tol=1e-6)
 
 
-def test_perplexity_is_exp_of_mean_negative_log_likelihood():
-    lm = NGramLM(2, V).fit(SEQ)
-    held = SEQ[:50]
-    ll = lm.log_likelihood(held)
-    assert math.isclose(lm.perplexity(held), math.exp(-ll / 50))
-    # First token: unigram; later tokens: the previous token as context.
-    expected = math.log(lm.prob(held[0])) + sum(
-        math.log(lm.prob(b, [a]))
-        for a, b in zip(held[:-1], held[1:], strict=True)
+def test_perplexity_of_a_hand_computed_case():
+    lm = NGramLM(2, 4, smoothing="add_k", k=1.0).fit([0, 1, 0, 1, 0, 2])
+    # p(0) = (3 + 1) / (6 + 4); p(1 | 0) = (2 + 1) / (3 + 4);
+    # "1" is followed by 0 twice, never by 2: p(2 | 1) = (0 + 1) / (2 + 4).
+    # The product is 0.4 * 3/7 * 1/6 = 1/35.
+    assert math.isclose(lm.log_likelihood([0, 1, 2]), -math.log(35))
+    assert math.isclose(lm.perplexity([0, 1, 2]), 35 ** (1 / 3))
+
+
+@pytest.mark.parametrize("smoothing", ["witten_bell", "add_k"])
+def test_short_context_is_kept_whole_for_n_at_least_4(smoothing):
+    # Regression: _context sliced with a negative start, so with n=4 a
+    # two-token context kept only its last token.
+    four = NGramLM(4, V, smoothing=smoothing).fit(SEQ)
+    three = four.with_options(n=3)
+    two = four.with_options(n=2)
+    a, b = 1, 2
+    for w in range(V):
+        assert four.prob(w, [a, b]) == three.prob(w, [a, b])
+    assert not np.allclose(four.distribution([a, b]), two.distribution([b]))
+    np.testing.assert_array_equal(
+        four.distribution([a, b]), three.distribution([a, b])
     )
-    assert math.isclose(ll, expected)
+    held = SEQ[:30]
+    expected = sum(
+        math.log(four.prob(x, held[max(0, t - 3) : t]))
+        for t, x in enumerate(held)
+    )
+    assert math.isclose(four.log_likelihood(held), expected)
 
 
 def test_higher_order_helps_on_structured_text():
@@ -118,8 +137,12 @@ def test_accepts_tensors_and_arrays():
         (dict(n=1.5, vocab_size=3), TypeError, "n must be an int"),
         (dict(n=2, vocab_size=0), ValueError, "vocab_size=0"),
         (dict(n=2, vocab_size=3, smoothing="kn"), ValueError, "smoothing"),
-        (dict(n=2, vocab_size=3, k=0.0), ValueError, "k=0.0"),
+        (dict(n=2, vocab_size=3, k=0.0), ValueError, "k=0 must be > 0"),
         (dict(n=2, vocab_size=3, k="1"), TypeError, "k must be"),
+        (dict(n=2, vocab_size=3, k=math.inf), ValueError, "k=inf"),
+        (dict(n=2, vocab_size=3, k=math.nan), ValueError, "k=nan"),
+        (dict(n="2", vocab_size=3), TypeError, "n must be an int"),
+        (dict(n=2, vocab_size="3"), TypeError, "vocab_size must be an int"),
     ],
 )
 def test_bad_constructor_arguments(kwargs, error, match):

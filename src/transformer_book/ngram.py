@@ -41,20 +41,12 @@ from typing import Literal
 
 import numpy as np
 
-from .tokenization import check_token_ids
+from ._checks import check_choice, check_int, check_number, check_token_ids
 
 __all__ = ["SMOOTHING", "NGramLM"]
 
 #: The smoothing methods :class:`NGramLM` accepts.
 SMOOTHING: tuple[str, ...] = ("witten_bell", "add_k")
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}={value} must be >= 1")
-    return value
 
 
 class NGramLM:
@@ -78,7 +70,7 @@ class NGramLM:
         TypeError: if ``n`` or ``vocab_size`` is not an int or ``k`` not a
             number.
         ValueError: if ``n`` or ``vocab_size`` is below 1, ``k`` is not
-            positive, or ``smoothing`` is unknown.
+            positive and finite, or ``smoothing`` is unknown.
 
     Example:
         >>> lm = NGramLM(2, vocab_size=3).fit([0, 1, 0, 1, 0, 2])
@@ -94,18 +86,10 @@ class NGramLM:
         smoothing: Literal["witten_bell", "add_k"] = "witten_bell",
         k: float = 1.0,
     ) -> None:
-        self.n = _check_positive_int(n, "n")
-        self.vocab_size = _check_positive_int(vocab_size, "vocab_size")
-        if smoothing not in SMOOTHING:
-            raise ValueError(
-                f"smoothing={smoothing!r} is not one of {SMOOTHING}"
-            )
-        if isinstance(k, bool) or not isinstance(k, (int, float)):
-            raise TypeError(f"k must be a number, got {type(k).__name__}")
-        if not k > 0:
-            raise ValueError(f"k={k} must be > 0")
-        self.smoothing = smoothing
-        self.k = float(k)
+        self.n = check_int("n", n)
+        self.vocab_size = check_int("vocab_size", vocab_size)
+        self.smoothing = check_choice("smoothing", smoothing, SMOOTHING)
+        self.k = check_number("k", k, minimum=0.0, min_inclusive=False)
         # _followers[m][h] counts the tokens seen after context h of length
         # m (so m = 0 holds the unigram counts under the key ()).
         self._followers: list[dict[tuple[int, ...], Counter[int]]] = []
@@ -177,8 +161,8 @@ class NGramLM:
             RuntimeError: if the model is not fitted.
         """
         self._check_fitted()
-        n = self.n if n is None else n
-        if isinstance(n, int) and n > self.n:
+        n = self.n if n is None else check_int("n", n)
+        if n > self.n:
             raise ValueError(
                 f"n={n} is larger than the fitted order {self.n}"
             )
@@ -216,16 +200,17 @@ class NGramLM:
             RuntimeError: if the model is not fitted.
         """
         self._check_fitted()
-        order = self.n if order is None else order
-        if not 1 <= order <= self.n:
+        order = self.n if order is None else check_int("order", order)
+        if order > self.n:
             raise ValueError(f"order={order} must be in 1..{self.n}")
         return sum(len(c) for c in self._followers[order - 1].values())
 
     # -- probabilities ----------------------------------------------------
 
     def _context(self, context: Sequence[int]) -> tuple[int, ...]:
+        """The last ``n - 1`` ids of ``context`` (all of a shorter one)."""
         ids = check_token_ids(context, self.vocab_size, "context")
-        return tuple(ids[len(ids) - self.n + 1 :]) if self.n > 1 else ()
+        return tuple(ids[max(0, len(ids) - (self.n - 1)) :])
 
     def _prob(self, token: int, context: tuple[int, ...]) -> float:
         """Smoothed probability of ``token`` after ``context`` (checked)."""
