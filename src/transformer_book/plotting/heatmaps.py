@@ -1,0 +1,662 @@
+"""Heatmaps: one helper for a matrix, one for panels, thin wrappers.
+
+:func:`plot_heatmap` draws any matrix (attention weights, an alignment, a
+position table, a bias, a change of weights) with labelled or integer
+ticks, an optional colour bar and optional text in the cells;
+:func:`plot_heatmaps` draws several on one colour scale. The attention and
+mask helpers only choose the colours, limits and axis names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import Colormap, ListedColormap
+from matplotlib.image import AxesImage
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from .._checks import check_int
+from ._style import (
+    PALETTE,
+    as_array,
+    check_labels,
+    get_axes,
+    place_legend,
+    styled,
+)
+
+__all__ = [
+    "plot_attention",
+    "plot_attention_heads",
+    "plot_head_split",
+    "plot_heatmap",
+    "plot_heatmaps",
+    "plot_mask",
+    "plot_masks",
+]
+
+_BLOCKED = "#DDDDDD"
+_MASK_CMAP = ListedColormap([_BLOCKED, PALETTE[0]])
+# Up to this many cells, an unlabelled axis gets a tick on every cell.
+_TICK_EVERY_CELL = 12
+
+
+def _set_ticks(
+    ax: Axes,
+    x_labels: list[str] | None,
+    y_labels: list[str] | None,
+    shape: tuple[int, int],
+    ticks_top: bool,
+) -> None:
+    """One tick per cell with labels; integer ticks without them."""
+    rows, cols = shape
+    sides = ((ax.xaxis, x_labels, cols), (ax.yaxis, y_labels, rows))
+    for axis, labels, size in sides:
+        if labels is not None:
+            axis.set_ticks(range(size), labels=labels)
+        elif size <= _TICK_EVERY_CELL:
+            axis.set_ticks(range(size))
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    if x_labels and max(len(s) for s in x_labels) > 2:
+        ax.tick_params(axis="x", labelrotation=90)
+    if ticks_top:
+        ax.xaxis.tick_top()
+        ax.xaxis.set_label_position("top")
+    ax.tick_params(length=0)
+    ax.grid(False)
+
+
+def _cell_lines(ax: Axes, shape: tuple[int, int]) -> None:
+    """Thin white lines between cells make single entries countable."""
+    rows, cols = shape
+    ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, rows, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=1)
+    ax.tick_params(which="minor", length=0)
+
+
+def _write_cells(
+    ax: Axes, image: AxesImage, texts: Sequence[Sequence[str]]
+) -> None:
+    """Write a text in every cell, dark on light colours and vice versa."""
+    values = np.asarray(image.get_array())
+    for (i, j), value in np.ndenumerate(values):
+        r, g, b, _ = image.cmap(image.norm(value))
+        light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+        ax.text(
+            j,
+            i,
+            texts[i][j],
+            ha="center",
+            va="center",
+            color="black" if light else "white",
+            fontsize=8,
+        )
+
+
+def _limits(
+    values: np.ndarray,
+    vmin: float | None,
+    vmax: float | None,
+    center: float | None,
+) -> tuple[float, float]:
+    """Colour limits: given, or the data's, or symmetric about ``center``."""
+    if center is not None:
+        top = float(np.abs(values - center).max()) or 1.0
+        low, high = center - top, center + top
+    else:
+        low, high = float(values.min()), float(values.max())
+    low = low if vmin is None else vmin
+    high = high if vmax is None else vmax
+    if low == high:  # a constant matrix still gets a colour scale
+        low, high = low - 0.5, high + 0.5
+    return low, high
+
+
+def _draw(
+    ax: Axes,
+    values: np.ndarray,
+    *,
+    x_labels: list[str] | None,
+    y_labels: list[str] | None,
+    xlabel: str,
+    ylabel: str,
+    title: str | None,
+    cmap: str | Colormap,
+    limits: tuple[float, float],
+    annotate: bool | str,
+    cell_text: Sequence[Sequence[str]] | None,
+    cell_lines: bool,
+    ticks_top: bool,
+    aspect: str,
+) -> AxesImage:
+    image = ax.imshow(
+        values,
+        cmap=cmap,
+        vmin=limits[0],
+        vmax=limits[1],
+        aspect=aspect,
+        interpolation="nearest",
+    )
+    _set_ticks(ax, x_labels, y_labels, values.shape, ticks_top)
+    if cell_lines:
+        _cell_lines(ax, values.shape)
+    if cell_text is None and annotate:
+        spec = "{:.2f}" if annotate is True else str(annotate)
+        cell_text = [[spec.format(v) for v in row] for row in values]
+    if cell_text is not None:
+        _write_cells(ax, image, cell_text)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return image
+
+
+@styled
+def plot_heatmap(
+    values: torch.Tensor | np.ndarray | Sequence[Sequence[float]],
+    *,
+    x_labels: Sequence[object] | None = None,
+    y_labels: Sequence[object] | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    cmap: str | Colormap = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    center: float | None = None,
+    colorbar: bool = True,
+    colorbar_label: str = "",
+    annotate: bool | str = False,
+    cell_text: Sequence[Sequence[str]] | None = None,
+    cell_lines: bool = False,
+    ticks_top: bool = False,
+    aspect: str = "auto",
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw a matrix as a heatmap: row ``i`` at the top, column ``j``.
+
+    Cells sit at integer positions: with labels every cell gets its tick;
+    without, short axes tick every cell and long ones get a few integer
+    ticks (never fractional positions).
+
+    Args:
+        values: the matrix (any dtype: ``bfloat16``, integer or boolean
+            tensors are converted).
+        x_labels: one label per column.
+        y_labels: one label per row.
+        xlabel: name of the x axis.
+        ylabel: name of the y axis.
+        title: axes title.
+        cmap: colour map.
+        vmin: bottom of the colour scale; the smallest value when ``None``.
+        vmax: top of the colour scale; the largest value when ``None``.
+        center: a value to put in the middle of a symmetric colour scale
+            (for diverging maps such as ``"RdBu_r"``).
+        colorbar: add a colour bar.
+        colorbar_label: label of the colour bar.
+        annotate: write each value in its cell: ``True`` with two
+            decimals, or a format such as ``"{:.0f}"``.
+        cell_text: a text for each cell, written instead of the values.
+        cell_lines: thin white lines between cells.
+        ticks_top: put the column ticks and label above the matrix (as
+            alignment figures do).
+        aspect: ``"auto"`` (fill the axes) or ``"equal"`` (square cells).
+        ax: axes to draw on; a new figure sized to the matrix when
+            ``None``.
+
+    Shape:
+        values: ``(rows, cols)``; ``cell_text`` the same.
+
+    Returns:
+        The axes drawn on.
+
+    Raises:
+        ValueError: if ``values`` is not 2-D or holds NaN, or a label list
+            or ``cell_text`` does not match its side of ``values``.
+        TypeError: if ``ax`` is not matplotlib axes.
+    """
+    matrix = as_array(values, "values", 2)
+    rows, cols = matrix.shape
+    xs = check_labels(x_labels, cols, "x_labels")
+    ys = check_labels(y_labels, rows, "y_labels")
+    if cell_text is not None and np.shape(cell_text) != matrix.shape:
+        raise ValueError(
+            f"cell_text must have shape {matrix.shape}, got "
+            f"{np.shape(cell_text)}"
+        )
+    size = (
+        min(0.5 * cols + 2.2, 6.8) if cols <= _TICK_EVERY_CELL else 6.4,
+        min(0.4 * rows + 1.4, 4.2) if rows <= _TICK_EVERY_CELL else 3.8,
+    )
+    ax = get_axes(ax, size)
+    image = _draw(
+        ax,
+        matrix,
+        x_labels=xs,
+        y_labels=ys,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        title=title,
+        cmap=cmap,
+        limits=_limits(matrix, vmin, vmax, center),
+        annotate=annotate,
+        cell_text=cell_text,
+        cell_lines=cell_lines,
+        ticks_top=ticks_top,
+        aspect=aspect,
+    )
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, shrink=0.9, label=colorbar_label)
+    return ax
+
+
+@styled
+def plot_heatmaps(
+    values: torch.Tensor | np.ndarray | Sequence[Any],
+    *,
+    titles: Sequence[str] | None = None,
+    x_labels: Sequence[object] | None = None,
+    y_labels: Sequence[object] | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    cmap: str | Colormap = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    center: float | None = None,
+    colorbar: bool = True,
+    colorbar_label: str = "",
+    annotate: bool | str = False,
+    cell_lines: bool = False,
+    aspect: str = "auto",
+    ncols: int | None = None,
+    axes: Sequence[Axes] | None = None,
+) -> np.ndarray:
+    """Draw several matrices as heatmaps on one colour scale.
+
+    The panels share one colour bar; row labels and the y axis name are
+    written on the first panel of each row only.
+
+    Args:
+        values: the matrices: a 3-D tensor or array, or a sequence of 2-D
+            matrices (which may differ in shape).
+        titles: one title per panel.
+        x_labels: one label per column (shared by the panels).
+        y_labels: one label per row (shared by the panels).
+        xlabel: name of the x axes.
+        ylabel: name of the y axes.
+        cmap: colour map.
+        vmin: bottom of the shared scale; the smallest value when ``None``.
+        vmax: top of the shared scale; the largest value when ``None``.
+        center: the middle of a symmetric scale (diverging maps).
+        colorbar: add one colour bar for all panels.
+        colorbar_label: its label.
+        annotate: write the values in the cells (see
+            :func:`plot_heatmap`).
+        cell_lines: thin white lines between cells.
+        aspect: ``"auto"`` or ``"equal"``.
+        ncols: panels per row; by default all in one row up to three
+            panels, two rows of two for four, rows of four beyond.
+        axes: one axes per matrix; a new figure (at most 7 inches wide)
+            when ``None``.
+
+    Shape:
+        values: ``(N, rows, cols)``.
+
+    Returns:
+        The array of axes drawn on, one per matrix.
+
+    Raises:
+        ValueError: if ``values`` is empty or a matrix is not 2-D or holds
+            NaN, or ``titles`` or ``axes`` does not have one entry per
+            matrix.
+    """
+    if isinstance(values, (torch.Tensor, np.ndarray)):
+        stack = as_array(values, "values", 3)
+        mats = list(stack)
+    else:
+        if len(values) == 0:
+            raise ValueError("values must hold at least one matrix")
+        mats = [as_array(m, f"values[{i}]", 2) for i, m in enumerate(values)]
+    count = len(mats)
+    names = check_labels(titles, count, "titles")
+    if axes is None:
+        if ncols is None:
+            ncols = count if count <= 3 else (2 if count == 4 else 4)
+        ncols = min(check_int("ncols", ncols), count)
+        nrows = math.ceil(count / ncols)
+        size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
+        fig, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+        for spare in grid.ravel()[count:]:
+            spare.set_visible(False)
+        axes = grid.ravel()[:count]
+    elif len(axes) != count:
+        raise ValueError(f"axes has {len(axes)} entries, expected {count}")
+    else:
+        axes = [get_axes(ax) for ax in axes]
+        ncols = ncols or count
+    axes = np.asarray(axes, dtype=object)
+    every = np.concatenate([m.ravel() for m in mats])
+    limits = _limits(every, vmin, vmax, center)
+    image = None
+    for k, (ax, matrix) in enumerate(zip(axes, mats, strict=True)):
+        first = k % ncols == 0
+        rows, cols = matrix.shape
+        ys = check_labels(y_labels, rows, "y_labels")
+        image = _draw(
+            ax,
+            matrix,
+            x_labels=check_labels(x_labels, cols, "x_labels"),
+            y_labels=ys if first or ys is None else [""] * rows,
+            xlabel=xlabel,
+            ylabel=ylabel if first else "",
+            title=names[k] if names else None,
+            cmap=cmap,
+            limits=limits,
+            annotate=annotate,
+            cell_text=None,
+            cell_lines=cell_lines,
+            ticks_top=False,
+            aspect=aspect,
+        )
+    if colorbar and image is not None:
+        axes[0].figure.colorbar(
+            image, ax=list(axes), shrink=0.9, label=colorbar_label
+        )
+    return axes
+
+
+# -- attention --------------------------------------------------------------
+
+
+def plot_attention(
+    weights: torch.Tensor | np.ndarray,
+    *,
+    x_labels: Sequence[object] | None = None,
+    y_labels: Sequence[object] | None = None,
+    xlabel: str = "key",
+    ylabel: str = "query",
+    vmax: float | None = 1.0,
+    **options: Any,
+) -> Axes:
+    """Draw an attention matrix: one row per query, one column per key.
+
+    A thin wrapper of :func:`plot_heatmap` with a colour scale from 0 to
+    ``vmax`` and a colour bar labelled "attention weight". For the
+    alignment of a translation, pass the source and generated tokens as
+    labels, ``xlabel="source"``, ``ylabel="generated"`` and
+    ``ticks_top=True``.
+
+    Args:
+        weights: the attention weights (rows are queries).
+        x_labels: names of the keys.
+        y_labels: names of the queries.
+        xlabel: name of the x axis.
+        ylabel: name of the y axis.
+        vmax: top of the colour scale; the largest weight when ``None``.
+        **options: other options of :func:`plot_heatmap` (``title``,
+            ``cell_text``, ``annotate``, ``colorbar``, ``ticks_top``,
+            ``ax``, ...).
+
+    Shape:
+        weights: ``(q_len, kv_len)``.
+
+    Returns:
+        The axes drawn on.
+    """
+    options.setdefault("colorbar_label", "attention weight")
+    return plot_heatmap(
+        weights,
+        x_labels=x_labels,
+        y_labels=y_labels,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        vmin=0.0,
+        vmax=vmax,
+        **options,
+    )
+
+
+def plot_attention_heads(
+    weights: torch.Tensor | np.ndarray,
+    *,
+    titles: Sequence[str] | None = None,
+    x_labels: Sequence[object] | None = None,
+    y_labels: Sequence[object] | None = None,
+    **options: Any,
+) -> np.ndarray:
+    """Draw the attention weights of several heads on one scale, 0 to 1.
+
+    A thin wrapper of :func:`plot_heatmaps`.
+
+    Args:
+        weights: one attention matrix per head.
+        titles: one title per head; ``"head h"`` when ``None``.
+        x_labels: names of the keys.
+        y_labels: names of the queries.
+        **options: other options of :func:`plot_heatmaps` (``axes``,
+            ``ncols``, ``annotate``, ...).
+
+    Shape:
+        weights: ``(num_heads, q_len, kv_len)``.
+
+    Returns:
+        The array of axes drawn on.
+    """
+    w = as_array(weights, "weights", 3)
+    options.setdefault("colorbar_label", "attention weight")
+    options.setdefault("xlabel", "key")
+    options.setdefault("ylabel", "query")
+    return plot_heatmaps(
+        w,
+        titles=titles or [f"head {h}" for h in range(w.shape[0])],
+        x_labels=x_labels,
+        y_labels=y_labels,
+        vmin=0.0,
+        vmax=1.0,
+        **options,
+    )
+
+
+# -- masks ------------------------------------------------------------------
+
+
+def _allowed(mask: object, name: str) -> np.ndarray:
+    """1 where a mask lets a query attend, 0 where it blocks."""
+    m = torch.as_tensor(np.asarray(mask) if isinstance(mask, list) else mask)
+    if m.dtype == torch.bool:
+        allowed = m
+    elif m.is_floating_point():
+        # A float mask is an additive bias: blocked = -inf or the minimum.
+        allowed = m > torch.finfo(m.dtype).min
+    else:
+        allowed = m != 0
+    return as_array(allowed, name, 2)
+
+
+def _mask_legend(ax: Axes) -> None:
+    handles = [
+        Patch(color=PALETTE[0], label="may attend"),
+        Patch(color=_BLOCKED, label="blocked"),
+    ]
+    place_legend(ax, "outside", handles=handles)
+
+
+@styled
+def plot_mask(
+    mask: torch.Tensor | np.ndarray,
+    *,
+    x_labels: Sequence[object] | None = None,
+    y_labels: Sequence[object] | None = None,
+    legend: bool = True,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw an attention mask: coloured where a query may attend.
+
+    Args:
+        mask: a boolean mask (``True`` = may attend), an integer mask
+            (non-zero = may attend) or a float bias (the dtype's minimum or
+            ``-inf`` = blocked).
+        x_labels: names of the keys.
+        y_labels: names of the queries.
+        legend: add a legend for the two colours, right of the axes.
+        ax: axes to draw on; a new figure when ``None``.
+        title: axes title.
+
+    Shape:
+        mask: ``(q_len, kv_len)``.
+
+    Returns:
+        The axes drawn on.
+
+    Raises:
+        ValueError: if ``mask`` is not 2-D.
+    """
+    allowed = _allowed(mask, "mask")
+    rows, cols = allowed.shape
+    ax = get_axes(ax, (min(0.4 * cols + 2.6, 6.8), 0.4 * rows + 1.2))
+    plot_heatmap(
+        allowed,
+        x_labels=x_labels,
+        y_labels=y_labels,
+        xlabel="key",
+        ylabel="query",
+        title=title,
+        cmap=_MASK_CMAP,
+        vmin=0.0,
+        vmax=1.0,
+        colorbar=False,
+        cell_lines=True,
+        aspect="equal",
+        ax=ax,
+    )
+    if legend:
+        _mask_legend(ax)
+    return ax
+
+
+@styled
+def plot_masks(
+    masks: Mapping[str, torch.Tensor | np.ndarray],
+    *,
+    axes: Sequence[Axes] | None = None,
+) -> np.ndarray:
+    """Draw several masks side by side, titled by their keys.
+
+    Args:
+        masks: maps a title to a 2-D mask (see :func:`plot_mask`).
+        axes: one axes per mask; a new row of panels when ``None``.
+
+    Returns:
+        The array of axes drawn on.
+
+    Raises:
+        ValueError: if ``masks`` is empty, a mask is not 2-D, or ``axes``
+            does not have one entry per mask.
+    """
+    if not masks:
+        raise ValueError("masks must hold at least one mask")
+    allowed = [_allowed(m, f"masks[{k!r}]") for k, m in masks.items()]
+    out = plot_heatmaps(
+        allowed,
+        titles=list(masks),
+        xlabel="key",
+        ylabel="query",
+        cmap=_MASK_CMAP,
+        vmin=0.0,
+        vmax=1.0,
+        colorbar=False,
+        cell_lines=True,
+        aspect="equal",
+        ncols=len(allowed),
+        axes=axes,
+    )
+    _mask_legend(out[-1])
+    return out
+
+
+@styled
+def plot_head_split(
+    seq_len: int,
+    d_model: int,
+    num_heads: int,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw a ``(seq_len, d_model)`` matrix coloured by each feature's head.
+
+    Multi-head attention splits the features of a projected matrix
+    (queries, keys or values) into heads: head ``h`` owns the ``head_dim``
+    consecutive features ``h * head_dim .. (h + 1) * head_dim - 1``. One
+    cell is one number; one framed block is one head.
+
+    Args:
+        seq_len: number of positions (rows).
+        d_model: number of features (columns), divisible by ``num_heads``.
+        num_heads: number of heads.
+        ax: axes to draw on; a new figure when ``None``.
+        title: axes title.
+
+    Returns:
+        The axes drawn on.
+
+    Raises:
+        ValueError: if a size is not a positive integer or ``d_model`` is
+            not divisible by ``num_heads``.
+    """
+    seq_len = check_int("seq_len", seq_len)
+    d_model = check_int("d_model", d_model)
+    num_heads = check_int("num_heads", num_heads)
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}"
+        )
+    head_dim = d_model // num_heads
+    ax = get_axes(
+        ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6)
+    )
+    for h in range(num_heads):
+        left = h * head_dim - 0.5
+        ax.add_patch(
+            Rectangle(
+                (left, -0.5),
+                head_dim,
+                seq_len,
+                facecolor=PALETTE[h % len(PALETTE)],
+                alpha=0.55,
+                edgecolor="black",
+                linewidth=1.5,
+            )
+        )
+        ax.text(
+            left + head_dim / 2,
+            -0.7,
+            f"head {h}\nfeatures {h * head_dim}-{(h + 1) * head_dim - 1}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_xlim(-0.5, d_model - 0.5)
+    ax.set_ylim(seq_len - 0.5, -0.5)
+    ax.set_aspect("equal")
+    ax.grid(False)
+    _cell_lines(ax, (seq_len, d_model))
+    ax.set_xticks(range(0, d_model, head_dim))
+    ax.set_yticks(range(seq_len))
+    ax.tick_params(length=0)
+    ax.set_xlabel(f"feature (d_model = {d_model}, head_dim = {head_dim})")
+    ax.set_ylabel("position")
+    if title:
+        ax.set_title(title, pad=34)
+    return ax
