@@ -74,7 +74,7 @@ class NGramLM:
 
     Example:
         >>> lm = NGramLM(2, vocab_size=3).fit([0, 1, 0, 1, 0, 2])
-        >>> round(sum(lm.distribution([0])), 12)
+        >>> round(float(lm.distribution([0]).sum()), 12)
         1.0
     """
 
