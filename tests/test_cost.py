@@ -1,13 +1,11 @@
+import math
 import random
 
-import matplotlib as mpl
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_book import plotting
 from transformer_book.attention import MultiHeadAttention, explicit_attention
 from transformer_book.cost import (
     AttentionFlops,
@@ -45,24 +43,37 @@ def test_attention_flops_equal_flop_counter_on_explicit_path(seed):
     assert cross_count == cross.total
 
 
-def test_attention_flops_terms():
+def test_attention_flops_terms_by_hand():
+    # B=3, N=10, D=8. Projections: 4 matrices of 8 x 8 applied to 30 rows,
+    # 2 * 30 * 8 * 8 = 3840 FLOPs each. Scores: 3 products of (10, 8) by
+    # (8, 10), 2 * 10 * 10 * 8 = 1600 each; the weighted sum costs the same.
     f = attention_flops(10, 8, batch=3)
     assert isinstance(f, AttentionFlops)
-    assert f.projections == 3 * 8 * 10 * 8**2
-    assert f.scores == f.weighted_sum == 3 * 2 * 10 * 10 * 8
-    assert f.quadratic == f.scores + f.weighted_sum
-    assert f.total == f.projections + f.quadratic
+    assert (f.projections, f.scores, f.weighted_sum) == (15360, 4800, 4800)
+    assert (f.quadratic, f.total) == (9600, 24960)
     # The quadratic terms equal the projections at N = 2 D.
     g = attention_flops(16, 8)
-    assert g.quadratic == g.projections
-    # Heads do not change the count.
-    with explicit_attention():
-        x = torch.randn(1, 6, 12)
-        counts = {
-            h: _counted(lambda h=h: MultiHeadAttention(12, h)(x, x, x))
-            for h in (1, 3, 12)
-        }
-    assert len(set(counts.values())) == 1
+    assert g.quadratic == g.projections == 8192
+
+
+@pytest.mark.parametrize("num_heads", [1, 3, 12])
+def test_attention_flops_terms_equal_flop_counter(num_heads):
+    # The two quadratic products alone, head by head as attention does them:
+    # H heads of width D / H cost what one head of width D costs.
+    B, q_len, kv_len, d_model = 2, 5, 7, 12
+    head_dim = d_model // num_heads
+    q = torch.randn(B, num_heads, q_len, head_dim)
+    k = torch.randn(B, num_heads, kv_len, head_dim)
+    v = torch.randn(B, num_heads, kv_len, head_dim)
+    weights = torch.randn(B, num_heads, q_len, kv_len)
+    f = attention_flops(q_len, d_model, kv_len=kv_len, batch=B)
+    assert _counted(lambda: q @ k.transpose(-2, -1)) == f.scores
+    assert _counted(lambda: weights @ v) == f.weighted_sum
+    x = torch.randn(B, q_len, d_model)
+    memory = torch.randn(B, kv_len, d_model)
+    proj = torch.nn.Linear(d_model, d_model)
+    counted = _counted(lambda: (proj(x), proj(memory), proj(memory), proj(x)))
+    assert counted == f.projections
 
 
 def test_lstm_flops_equal_flop_counter():
@@ -71,30 +82,79 @@ def test_lstm_flops_equal_flop_counter():
     assert _counted(lambda: lstm(x)) == lstm_flops(9, 5, 7, batch=2)
 
 
-def test_score_matrix_bytes():
-    assert score_matrix_bytes(2, 4, 8) == 2 * 4 * 8 * 8 * 4
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [
+        (torch.float32, (2, 4, 8, 8)),
+        (torch.float16, (1, 1, 3, 5)),
+        (torch.float64, (1, 2, 3, 4)),
+        (torch.bfloat16, (3, 2, 1, 7)),
+    ],
+)
+def test_score_matrix_bytes_equal_a_computed_score_tensor(dtype, shape):
+    B, H, q_len, kv_len = shape
+    q = torch.ones(B, H, q_len, 4, dtype=dtype)
+    k = torch.ones(B, H, kv_len, 4, dtype=dtype)
+    scores = q @ k.transpose(-2, -1)  # (B, H, q_len, kv_len)
+    got = score_matrix_bytes(B, H, q_len, kv_len, dtype=dtype)
+    assert got == scores.nbytes
+    # By hand: (1, 1, 3, 5) in float16 is 15 elements of 2 bytes.
     assert score_matrix_bytes(1, 1, 3, 5, dtype=torch.float16) == 30
-    assert score_matrix_bytes(1, 2, 3, 4, dtype=torch.float64) == 192
 
 
 @pytest.mark.parametrize(
     ("fn", "exc", "match"),
     [
         (lambda: attention_flops(0, 8), ValueError, "q_len=0"),
-        (lambda: attention_flops(4, 8, kv_len=-1), ValueError, "kv_len=-1"),
-        (lambda: attention_flops(4, 8.0), TypeError, "d_model must be"),
-        (lambda: attention_flops(4, 8, batch=True), TypeError, "batch"),
+        (lambda: attention_flops(4, "8"), TypeError, "d_model must be an int"),
         (lambda: lstm_flops(4, 0, 8), ValueError, "input_size=0"),
+        (lambda: lstm_flops(4, 2, "8"), TypeError, "hidden_size must be"),
         (lambda: score_matrix_bytes(1, 0, 4), ValueError, "num_heads=0"),
         (
             lambda: score_matrix_bytes(1, 1, 4, dtype="float32"),
             TypeError,
             "dtype must be",
         ),
+        (
+            lambda: peak_memory(lambda: None, device="meta"),
+            ValueError,
+            "device='meta'",
+        ),
+        (
+            lambda: peak_memory(lambda: None, device="gpu"),
+            ValueError,
+            "device='gpu'",
+        ),
+        (lambda: peak_memory(None), TypeError, "fn must be callable"),
         (lambda: loglog_slope([1, 2], [1]), ValueError, "same length"),
         (lambda: loglog_slope([2, 2], [1, 3]), ValueError, "two distinct"),
-        (lambda: loglog_slope([1, 2], [0, 3]), ValueError, "positive"),
-        (lambda: peak_memory(lambda: None, dev="meta"), ValueError, "dev="),
+        (
+            lambda: loglog_slope([1, 2], [0, 3]),
+            ValueError,
+            "y must be positive",
+        ),
+        # NaN used to pass every check and give a NaN slope (or a LinAlgError).
+        (
+            lambda: loglog_slope([1, 2, 4], [1, math.nan, 4]),
+            ValueError,
+            "y must be positive and finite.*nan",
+        ),
+        (
+            lambda: loglog_slope([1, math.inf], [1, 2]),
+            ValueError,
+            "x must be positive and finite",
+        ),
+        (
+            lambda: loglog_slope(["1", "2"], [1, 2]),
+            TypeError,
+            "x must hold numbers",
+        ),
+        (lambda: loglog_slope([1, 2], "12"), TypeError, "y must hold numbers"),
+        (
+            lambda: loglog_slope([[1, 2]], [[1, 2]]),
+            ValueError,
+            "x must be 1-D",
+        ),
     ],
 )
 def test_bad_input_raises(fn, exc, match):
@@ -130,41 +190,3 @@ def test_loglog_slope_recovers_exponent():
     x = np.array([16, 32, 64, 128])
     assert loglog_slope(x, 3 * x**2.0) == pytest.approx(2.0)
     assert loglog_slope(list(x), list(0.5 * x)) == pytest.approx(1.0)
-
-
-def test_plot_cost_vs_length_draws_curves_and_references():
-    before = dict(mpl.rcParams)
-    _, ax = plt.subplots()
-    lengths = [64, 128, 256]
-    out = plotting.plot_cost_vs_length(
-        lengths,
-        {"a": [1.0, 2.0, 4.0], "b": torch.tensor([1.0, 4.0, 16.0])},
-        ylabel="FLOPs",
-        crossover=100,
-        ax=ax,
-        title="t",
-    )
-    assert out is ax
-    assert dict(mpl.rcParams) == before
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels[:4] == ["a", "b", "slope 1", "slope 2"]
-    colors = [line.get_color() for line in ax.get_lines()[:2]]
-    assert colors == list(plotting.PALETTE[:2])
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    ref2 = ax.get_lines()[3]
-    xs, ys = ref2.get_xdata(), ref2.get_ydata()
-    assert loglog_slope(xs, ys) == pytest.approx(2.0)
-    assert ax.get_title() == "t"
-
-
-def test_plot_cost_vs_length_bad_input():
-    with pytest.raises(ValueError, match="at least one curve"):
-        plotting.plot_cost_vs_length([1, 2], {}, ylabel="y")
-    with pytest.raises(ValueError, match=r"costs\['a'\] has 1 values"):
-        plotting.plot_cost_vs_length([1, 2], {"a": [1.0]}, ylabel="y")
-    with pytest.raises(ValueError, match="positive"):
-        plotting.plot_cost_vs_length([1, 2], {"a": [1.0, 0.0]}, ylabel="y")
-    with pytest.raises(TypeError, match="ax must be matplotlib Axes"):
-        plotting.plot_cost_vs_length(
-            [1, 2], {"a": [1.0, 2.0]}, ylabel="y", ax="nope"
-        )

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._checks import check_int
+
 __all__ = [
     "AttentionFlops",
     "attention_flops",
@@ -34,11 +36,9 @@ __all__ = [
 _KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
 
 
-def _check_size(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}={value} must be positive")
+def _check_sizes(**sizes: Any) -> None:
+    for name, value in sizes.items():
+        check_int(name, value)
 
 
 @dataclass(frozen=True)
@@ -100,15 +100,14 @@ def attention_flops(
     Raises:
         TypeError: if a size is not an int.
         ValueError: if a size is not positive.
+
+    Example:
+        >>> f = attention_flops(q_len=4, d_model=8)
+        >>> f.projections, f.scores, f.weighted_sum
+        (2048, 256, 256)
     """
     kv_len = q_len if kv_len is None else kv_len
-    for name, value in (
-        ("q_len", q_len),
-        ("d_model", d_model),
-        ("kv_len", kv_len),
-        ("batch", batch),
-    ):
-        _check_size(name, value)
+    _check_sizes(q_len=q_len, d_model=d_model, kv_len=kv_len, batch=batch)
     # Queries and output: L_q rows; keys and values: L_k rows.
     projections = 2 * batch * (2 * q_len + 2 * kv_len) * d_model**2
     pairwise = 2 * batch * q_len * kv_len * d_model
@@ -137,14 +136,17 @@ def lstm_flops(
     Raises:
         TypeError: if a size is not an int.
         ValueError: if a size is not positive.
+
+    Example:
+        >>> lstm_flops(seq_len=10, input_size=3, hidden_size=5)
+        3200
     """
-    for name, value in (
-        ("seq_len", seq_len),
-        ("input_size", input_size),
-        ("hidden_size", hidden_size),
-        ("batch", batch),
-    ):
-        _check_size(name, value)
+    _check_sizes(
+        seq_len=seq_len,
+        input_size=input_size,
+        hidden_size=hidden_size,
+        batch=batch,
+    )
     return 8 * batch * seq_len * hidden_size * (input_size + hidden_size)
 
 
@@ -156,7 +158,7 @@ def score_matrix_bytes(
     *,
     dtype: torch.dtype = torch.float32,
 ) -> int:
-    """Bytes of one ``(B, H, Lq, Lk)`` score (or weight) tensor.
+    """Bytes of one ``(B, H, q_len, kv_len)`` score (or weight) tensor.
 
     The explicit attention path materialises tensors of this size; the
     fused path can avoid it (Dao et al., 2022).
@@ -164,25 +166,23 @@ def score_matrix_bytes(
     Args:
         batch: batch size ``B``.
         num_heads: number of heads ``H``.
-        q_len: query length ``Lq``.
-        kv_len: key length ``Lk``; ``q_len`` when ``None``.
+        q_len: query length.
+        kv_len: key length; ``q_len`` when ``None``.
         dtype: element type of the scores.
 
     Returns:
-        ``B * H * Lq * Lk`` times the size of one element.
+        ``B * H * q_len * kv_len`` times the size of one element.
 
     Raises:
         TypeError: if a size is not an int or ``dtype`` is not a dtype.
         ValueError: if a size is not positive.
+
+    Example:
+        >>> score_matrix_bytes(1, 2, 3, 4, dtype=torch.float16)  # 24 * 2
+        48
     """
     kv_len = q_len if kv_len is None else kv_len
-    for name, value in (
-        ("batch", batch),
-        ("num_heads", num_heads),
-        ("q_len", q_len),
-        ("kv_len", kv_len),
-    ):
-        _check_size(name, value)
+    _check_sizes(batch=batch, num_heads=num_heads, q_len=q_len, kv_len=kv_len)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
             f"dtype must be a torch.dtype, got {type(dtype).__name__}"
@@ -191,7 +191,7 @@ def score_matrix_bytes(
 
 
 def peak_memory(
-    fn: Callable[[], object], *, dev: torch.device | str | None = None
+    fn: Callable[[], object], *, device: torch.device | str | None = None
 ) -> int:
     """Peak bytes allocated while ``fn()`` runs, above those in use before.
 
@@ -204,15 +204,18 @@ def peak_memory(
 
     Args:
         fn: a callable with no arguments.
-        dev: ``"cpu"`` or a CUDA device; the CPU when ``None``.
+        device: ``"cpu"`` or a CUDA device; the CPU when ``None``.
 
     Returns:
         The peak extra memory in bytes (0 if nothing was allocated).
 
     Raises:
+        TypeError: if ``fn`` is not callable.
         ValueError: for a device other than the CPU or CUDA.
     """
-    device = torch.device("cpu" if dev is None else dev)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    device = _cpu_or_cuda(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
@@ -220,11 +223,6 @@ def peak_memory(
         fn()
         torch.cuda.synchronize(device)
         return int(torch.cuda.max_memory_allocated(device) - before)
-    if device.type != "cpu":
-        raise ValueError(
-            f"dev={str(device)!r}: peak memory is measured on 'cpu' or "
-            f"'cuda' only"
-        )
     from torch.profiler import ProfilerActivity, profile
 
     # Kineto logs every profiler start and stop to the process's stderr,
@@ -254,6 +252,19 @@ def peak_memory(
     return int(peak)
 
 
+def _cpu_or_cuda(device: Any) -> torch.device:
+    try:
+        parsed = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"device={str(device)!r}: peak memory is measured on 'cpu' or "
+            "'cuda' only"
+        )
+    return parsed
+
+
 def loglog_slope(
     x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
 ) -> float:
@@ -269,18 +280,39 @@ def loglog_slope(
         The fitted exponent ``p``.
 
     Raises:
+        TypeError: if ``x`` or ``y`` does not hold numbers.
         ValueError: if the lengths differ, fewer than two distinct ``x``
-            are given, or a value is not positive.
+            are given, or a value is not positive and finite (NaN
+            included).
+
+    Example:
+        >>> round(loglog_slope([10, 20, 40], [3, 12, 48]), 6)
+        2.0
     """
-    xs = np.asarray(x, dtype=float)
-    ys = np.asarray(y, dtype=float)
-    if xs.ndim != 1 or xs.shape != ys.shape:
+    xs, ys = _positive_vector("x", x), _positive_vector("y", y)
+    if xs.shape != ys.shape:
         raise ValueError(
-            f"x and y must be 1-D of the same length, got shapes "
-            f"{xs.shape} and {ys.shape}"
+            f"x and y must have the same length, got {xs.size} and {ys.size}"
         )
     if np.unique(xs).size < 2:
         raise ValueError("x must hold at least two distinct values")
-    if (xs <= 0).any() or (ys <= 0).any():
-        raise ValueError("x and y must be positive (log scale)")
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def _positive_vector(name: str, values: Any) -> np.ndarray:
+    """``values`` as a 1-D float array of positive, finite numbers."""
+    try:
+        array = np.asarray(values)
+        if array.dtype.kind in "USb":  # numpy would parse "2" as 2.0
+            raise TypeError
+        array = array.astype(float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must hold numbers") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+    bad = array[~(np.isfinite(array) & (array > 0))]
+    if bad.size:
+        raise ValueError(
+            f"{name} must be positive and finite (log scale), got {bad[0]}"
+        )
+    return array
