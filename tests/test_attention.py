@@ -15,6 +15,7 @@ from transformer_book.attention import (
     scaled_dot_product_attention,
 )
 from transformer_book.masks import causal_mask, mask_to_bias, padding_mask
+from transformer_book.positional import RotaryEmbedding, alibi_bias
 
 F64 = torch.float64
 MASK_KINDS = ("none", "bool", "float", "padding", "causal", "causal+padding")
@@ -38,7 +39,7 @@ def _masks(kind: str, batch: int, lq: int, lk: int, gen: torch.Generator):
     """Our mask, and (attn_mask, key_padding_mask) for nn.MHA."""
     lengths = torch.randint(1, lk + 1, (batch,), generator=gen)
     pad = padding_mask(lengths, max_len=lk)  # (B, 1, 1, Lk)
-    causal = causal_mask(lq, key_size=lk)
+    causal = causal_mask(lq, kv_len=lk)
     if kind == "none":
         return None, False, None, None
     if kind == "bool":
@@ -251,7 +252,7 @@ def test_explicit_attention_switch_nests_and_restores():
 
 def test_weights_are_distributions_and_masked_keys_get_zero():
     q, k, v = _qkv()
-    allowed = _path_masks()["bool"] & causal_mask(4, key_size=6)
+    allowed = _path_masks()["bool"] & causal_mask(4, kv_len=6)
     allowed[..., 0] = True
     _, weights = scaled_dot_product_attention(
         q, k, v, allowed, return_weights=True
@@ -357,7 +358,8 @@ def test_cross_attention_with_different_lengths():
 
 
 @pytest.mark.parametrize(
-    "shape", [(4, 6), (2, 1, 1, 6), (2, 1, 4, 6), (2, 3, 4, 6), (1, 6)]
+    "shape",
+    [(4, 6), (2, 1, 1, 6), (2, 1, 4, 6), (2, 3, 4, 6), (1, 6), (6,)],
 )
 def test_mha_accepts_mask_shapes(shape):
     mha = MultiHeadAttention(12, 3).double()
@@ -401,23 +403,31 @@ def test_rejects_d_model_not_divisible():
 
 
 @pytest.mark.parametrize(
-    ("args", "exc", "match"),
+    ("call", "exc", "match"),
     [
-        ((0, 2), ValueError, "d_model=0"),
-        ((8, -1), ValueError, "num_heads=-1"),
-        ((8.0, 2), TypeError, "d_model must be an int"),
-        ((8, "2"), TypeError, "num_heads must be an int"),
+        (lambda: MultiHeadAttention(0, 2), ValueError, "d_model=0"),
+        (lambda: MultiHeadAttention(8, "2"), TypeError, "num_heads"),
+        (lambda: MultiHeadAttention(8, 2, dropout=1.0), ValueError, "dropout"),
+        (
+            lambda: MultiHeadAttention(8, 2, dropout="0.1"),
+            TypeError,
+            "dropout",
+        ),
+        (
+            lambda: scaled_dot_product_attention(*_qkv(), dropout_p=1.5),
+            ValueError,
+            "dropout_p=1.5",
+        ),
+        (
+            lambda: scaled_dot_product_attention(*_qkv(), scale="0.5"),
+            TypeError,
+            "scale",
+        ),
     ],
 )
-def test_rejects_bad_sizes(args, exc, match):
+def test_bad_arguments_raise(call, exc, match):
     with pytest.raises(exc, match=match):
-        MultiHeadAttention(*args)
-
-
-@pytest.mark.parametrize("dropout", [-0.1, 1.0])
-def test_rejects_bad_dropout(dropout):
-    with pytest.raises(ValueError, match="dropout="):
-        MultiHeadAttention(8, 2, dropout=dropout)
+        call()
 
 
 def test_rejects_mask_that_does_not_broadcast():
@@ -485,7 +495,7 @@ def test_sdpa_rejects_low_rank_and_integer_inputs():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="q must have at least 2 dims"):
         scaled_dot_product_attention(q[0, 0, 0], k, v)
-    with pytest.raises(TypeError, match="v must be floating"):
+    with pytest.raises(TypeError, match="v must be a floating tensor"):
         scaled_dot_product_attention(q, k, v.long())
 
 
@@ -495,12 +505,16 @@ def test_sdpa_rejects_mismatched_batch_dims():
         scaled_dot_product_attention(q[:1], k, v)
 
 
-def test_sdpa_rejects_bad_mask_and_dropout():
+def test_sdpa_rejects_bad_mask():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="attn_mask of shape"):
         scaled_dot_product_attention(q, k, v, torch.ones(6, 4).bool())
-    with pytest.raises(ValueError, match="dropout_p=1.5"):
-        scaled_dot_product_attention(q, k, v, dropout_p=1.5)
+
+
+def test_sdpa_rejects_mixed_dtypes():
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match="same dtype"):
+        scaled_dot_product_attention(q, k.float(), v)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -517,3 +531,176 @@ def test_fully_masked_row_low_precision(dtype):
             assert (out[:, :, 2] == 0).all()
             assert torch.isfinite(out).all()
             assert torch.isfinite(q_.grad).all()
+
+
+# Regression tests: each failed before the fix it names.
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, F64])
+def test_one_dimensional_mask_of_kv_len(dtype):
+    # A (kv_len,) mask passed the shape check, then crashed the fused path
+    # with an IndexError.
+    q, k, v = _qkv()
+    allowed = torch.tensor([True, False, True, True, False, True])
+    mask = allowed if dtype == torch.bool else mask_to_bias(allowed, F64)
+    expected = scaled_dot_product_attention(q, k, v, mask.expand(4, 6))
+    for explicit in (False, True):
+        with explicit_attention(explicit):
+            out = scaled_dot_product_attention(q, k, v, mask)
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    out, weights = scaled_dot_product_attention(
+        q, k, v, mask, is_causal=True, return_weights=True
+    )
+    assert (weights[..., ~allowed] == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("mask_dtype", "q_dtype"),
+    [(torch.float32, F64), (torch.float16, torch.float32)],
+)
+def test_narrow_float_mask_blocks_rows(mask_dtype, q_dtype):
+    # The bias was cast to the queries' dtype before the search for fully
+    # blocked rows: float32's minimum is not float64's, so the blocked row
+    # got uniform weights and a non-zero output.
+    q, k, v = (t.to(q_dtype) for t in _qkv())
+    allowed = torch.ones(4, 6, dtype=torch.bool)
+    allowed[1] = False
+    allowed[2, 3:] = False
+    bias = mask_to_bias(allowed, mask_dtype)
+    for explicit in (False, True):
+        with explicit_attention(explicit):
+            out = scaled_dot_product_attention(q, k, v, bias)
+        assert (out[:, :, 1] == 0).all()
+        torch.testing.assert_close(
+            out, scaled_dot_product_attention(q, k, v, allowed)
+        )
+    _, weights = scaled_dot_product_attention(
+        q, k, v, bias, return_weights=True
+    )
+    assert (weights[:, :, 1] == 0).all()
+    assert (weights[:, :, 2, 3:] == 0).all()
+
+
+def test_explicit_path_does_not_overflow_in_float16():
+    # q @ k^T = 64 * 40 * 40 = 102400 overflows float16 (max 65504) when
+    # the scale comes after the product: NaN, against 40 from the fused
+    # path. Scaling q first keeps the scores at 12800.
+    q = torch.full((1, 2, 3, 64), 40.0, dtype=torch.float16)
+    v = torch.randn(1, 2, 3, 64).to(torch.float16)
+    fused = scaled_dot_product_attention(q, q, v)
+    out, weights = scaled_dot_product_attention(q, q, v, return_weights=True)
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+    torch.testing.assert_close(out, fused, rtol=1e-3, atol=1e-3)
+    expected = v.float().mean(-2, keepdim=True).expand(1, 2, 3, 64)
+    torch.testing.assert_close(out.float(), expected, rtol=1e-3, atol=1e-3)
+
+
+# Rotary embeddings inside MultiHeadAttention.
+
+
+class _PageRoPEAttention(nn.Module):
+    """The attention of book/attention/positional-encoding.md, as written
+    there before MultiHeadAttention took ``rotary`` (PreviousTokenModel,
+    without its embedding, positions and readout)."""
+
+    def __init__(self, d_model, heads, scheme):
+        super().__init__()
+        self.scheme, self.heads, self.d = scheme, heads, d_model
+        self.rope = RotaryEmbedding(d_model // heads)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, T = x.shape[:2]
+        D, HEADS = self.d, self.heads
+        # (B, T, 3D) -> 3 x (B, T, H, D/H) -> 3 x (B, H, T, D/H)
+        q, k, v = (
+            t.view(B, T, HEADS, D // HEADS).transpose(1, 2)
+            for t in self.qkv(x).chunk(3, dim=-1)
+        )
+        if self.scheme == "RoPE":
+            q, k = self.rope(q), self.rope(k)
+        bias = (
+            alibi_bias(HEADS, T, device=x.device)
+            if self.scheme == "ALiBi"
+            else None
+        )
+        y, w = scaled_dot_product_attention(
+            q, k, v, bias, is_causal=True, return_weights=True
+        )
+        y = y.transpose(1, 2).reshape(B, T, D)  # (B, H, T, D/H) -> (B, T, D)
+        return self.out(y), w
+
+
+def _from_page(page: _PageRoPEAttention, rotary) -> MultiHeadAttention:
+    """The page's weights in a MultiHeadAttention."""
+    d = page.d
+    ours = MultiHeadAttention(d, page.heads, rotary=rotary).double()
+    with torch.no_grad():
+        for proj, w, b in zip(
+            (ours.q_proj, ours.k_proj, ours.v_proj),
+            page.qkv.weight.chunk(3),
+            page.qkv.bias.chunk(3),
+            strict=True,
+        ):
+            proj.weight.copy_(w)
+            proj.bias.copy_(b)
+        ours.out_proj.load_state_dict(page.out.state_dict())
+    return ours
+
+
+@pytest.mark.parametrize("scheme", ["RoPE", "ALiBi", "none"])
+def test_rotary_mha_equals_the_page_attention(scheme):
+    torch.manual_seed(0)
+    d_model, heads = 32, 4
+    page = _PageRoPEAttention(d_model, heads, scheme).double()
+    rotary = RotaryEmbedding(d_model // heads) if scheme == "RoPE" else None
+    ours = _from_page(page, rotary)
+    x = torch.randn(3, 11, d_model, dtype=F64)
+    bias = alibi_bias(heads, 11, dtype=F64) if scheme == "ALiBi" else None
+    expected, expected_w = page(x)
+    out, weights = ours(x, x, x, bias, is_causal=True, need_weights=True)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights, expected_w, rtol=1e-12, atol=1e-12)
+    fused = ours(x, x, x, bias, is_causal=True)
+    torch.testing.assert_close(fused, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_rotary_is_applied_to_queries_and_keys_only():
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(8, 2, rotary=RotaryEmbedding(4)).double()
+    plain = MultiHeadAttention(8, 2).double()
+    plain.load_state_dict(mha.state_dict())  # RoPE has no parameters
+    x = torch.randn(2, 6, 8, dtype=F64)
+    # Position 0 is not rotated: a single token sees no difference.
+    one = x[:, :1]
+    torch.testing.assert_close(mha(one, one, one), plain(one, one, one))
+    assert not torch.allclose(mha(x, x, x), plain(x, x, x))
+    # With zero query and key projections every score is 0 whatever the
+    # rotation: if the values were rotated too, the outputs would differ.
+    for module in (mha, plain):
+        with torch.no_grad():
+            for proj in (module.q_proj, module.k_proj):
+                proj.weight.zero_()
+                proj.bias.zero_()
+    torch.testing.assert_close(
+        mha(x, x, x, is_causal=True), plain(x, x, x, is_causal=True)
+    )
+
+
+def test_rotary_must_fit_the_head_size():
+    with pytest.raises(ValueError, match="rotary has head_dim=8"):
+        MultiHeadAttention(16, 4, rotary=RotaryEmbedding(8))
+    with pytest.raises(TypeError, match="rotary must be an nn.Module"):
+        MultiHeadAttention(16, 4, rotary=lambda t: t)
+
+
+def test_self_attention_does_not_depend_on_tensor_identity():
+    # One projection path: the same tensor passed three times and three
+    # equal copies give the same output and the same gradients.
+    torch.manual_seed(2)
+    mha = MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 5, 8, dtype=F64)
+    same = mha(x, x, x)
+    copies = mha(x.clone(), x.clone(), x.clone())
+    assert torch.equal(same, copies)

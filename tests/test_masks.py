@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer_book.masks import (
     broadcast_mask,
@@ -17,30 +18,34 @@ from transformer_book.masks import (
 MIN64 = torch.finfo(torch.float64).min
 
 
-def test_causal_mask_is_lower_triangular_bool():
-    mask = causal_mask(4)
-    assert mask.dtype == torch.bool
-    assert mask.shape == (4, 4)
-    expected = torch.tensor(
-        [
-            [1, 0, 0, 0],
-            [1, 1, 0, 0],
-            [1, 1, 1, 0],
-            [1, 1, 1, 1],
-        ],
-        dtype=torch.bool,
+@pytest.mark.parametrize("n", [1, 2, 5, 9])
+def test_causal_mask_equals_torch_is_causal(n):
+    # PyTorch's own causal attention is the oracle: the same outputs with
+    # our mask as with is_causal=True, for square masks.
+    gen = torch.Generator().manual_seed(n)
+    q, k, v = (
+        torch.randn(2, 3, n, 4, dtype=torch.float64, generator=gen)
+        for _ in range(3)
     )
-    assert torch.equal(mask, expected)
+    mask = causal_mask(n)
+    assert mask.dtype == torch.bool and mask.shape == (n, n)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    # And every query sees itself and the past, never the future.
+    changed = v.clone()
+    changed[..., n - 1, :] += 1.0
+    moved = F.scaled_dot_product_attention(q, k, changed, attn_mask=mask)
+    torch.testing.assert_close(moved[..., : n - 1, :], got[..., : n - 1, :])
 
 
 def test_causal_mask_rectangular_is_top_left_aligned():
-    mask = causal_mask(2, key_size=4)
+    mask = causal_mask(2, 4)
     assert torch.equal(
         mask,
         torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0]], dtype=torch.bool),
     )
-    # The same convention as is_causal=True in PyTorch's SDPA.
-    assert torch.equal(mask, torch.ones(2, 4, dtype=torch.bool).tril())
+    assert torch.equal(causal_mask(2, kv_len=4), mask)
 
 
 def test_causal_mask_device_and_empty():
@@ -48,17 +53,22 @@ def test_causal_mask_device_and_empty():
     assert causal_mask(0).shape == (0, 0)
 
 
-@pytest.mark.parametrize("size", [2.0, "3", True])
-def test_causal_mask_rejects_non_int_size(size):
-    with pytest.raises(TypeError, match="size must be an int"):
-        causal_mask(size)
-
-
-def test_causal_mask_rejects_negative_size():
-    with pytest.raises(ValueError, match="size=-1"):
-        causal_mask(-1)
-    with pytest.raises(ValueError, match="key_size=-2"):
-        causal_mask(2, key_size=-2)
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (lambda: causal_mask("3"), TypeError, "q_len must be an int"),
+        (lambda: causal_mask(2, kv_len=-2), ValueError, "kv_len=-2"),
+        (lambda: padding_mask([2], max_len=1.5), TypeError, "max_len"),
+        (
+            lambda: mask_to_bias(torch.tensor([True]), torch.int64),
+            TypeError,
+            "dtype must be a floating dtype",
+        ),
+    ],
+)
+def test_bad_arguments_raise(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
 
 
 def test_padding_mask_shape_and_values():
@@ -94,6 +104,20 @@ def test_padding_mask_rejects_2d_lengths():
 def test_padding_mask_rejects_negative_lengths():
     with pytest.raises(ValueError, match="lengths must be non-negative"):
         padding_mask([2, -1])
+
+
+def test_padding_mask_rejects_empty_lengths():
+    # Used to fail inside torch with "max(): Expected reduction dim".
+    with pytest.raises(ValueError, match="lengths is empty"):
+        padding_mask([])
+    with pytest.raises(ValueError, match="lengths is empty"):
+        padding_mask(torch.zeros(0, dtype=torch.long), max_len=3)
+
+
+@pytest.mark.parametrize("lengths", ["23", [[1], [2, 3]], [1, "a"]])
+def test_padding_mask_rejects_non_integer_sequences(lengths):
+    with pytest.raises(TypeError, match="lengths must"):
+        padding_mask(lengths)
 
 
 def test_padding_mask_rejects_float_lengths():
@@ -158,11 +182,6 @@ def test_mask_to_bias_values():
     assert bias.tolist() == [0.0, torch.finfo(torch.float32).min]
     inf_bias = torch.tensor([0.5, float("-inf")], dtype=torch.float64)
     assert mask_to_bias(inf_bias).tolist() == [0.5, MIN64]
-
-
-def test_mask_to_bias_rejects_integer_dtype():
-    with pytest.raises(TypeError, match="dtype must be floating"):
-        mask_to_bias(torch.tensor([True]), torch.int64)
 
 
 @pytest.mark.parametrize(

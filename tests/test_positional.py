@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 import random
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pytest
 import torch
 
-from transformer_book import plotting
+from transformer_book import positional
 from transformer_book.attention import scaled_dot_product_attention
 from transformer_book.masks import causal_mask
 from transformer_book.positional import (
@@ -114,7 +112,7 @@ def test_shift_matrix_is_a_rotation_group():
 
 
 def test_sinusoidal_module_adds_a_buffer_not_a_parameter():
-    module = SinusoidalPositionalEncoding(8, max_len=20)
+    module = SinusoidalPositionalEncoding(8, max_seq_len=20)
     assert list(module.parameters()) == []
     assert "pe" in dict(module.named_buffers())
     assert "pe" not in module.state_dict()
@@ -128,21 +126,21 @@ def test_sinusoidal_module_adds_a_buffer_not_a_parameter():
 
 
 def test_sinusoidal_module_follows_dtype():
-    module = SinusoidalPositionalEncoding(4, max_len=6).to(F64)
+    module = SinusoidalPositionalEncoding(4, max_seq_len=6).to(F64)
     assert module(torch.zeros(1, 6, 4, dtype=F64)).dtype == F64
 
 
 def test_sinusoidal_module_error_past_max_len():
-    module = SinusoidalPositionalEncoding(8, max_len=10)
+    module = SinusoidalPositionalEncoding(8, max_seq_len=10)
     module(torch.zeros(1, 10, 8))
-    with pytest.raises(ValueError, match="max_len=10"):
+    with pytest.raises(ValueError, match="max_seq_len=10"):
         module(torch.zeros(1, 11, 8))
-    with pytest.raises(ValueError, match="max_len=10"):
+    with pytest.raises(ValueError, match="max_seq_len=10"):
         module(torch.zeros(1, 4, 8), offset=7)
 
 
 def test_sinusoidal_module_checks_width_and_rank():
-    module = SinusoidalPositionalEncoding(8, max_len=10)
+    module = SinusoidalPositionalEncoding(8, max_seq_len=10)
     with pytest.raises(ValueError, match="d_model=8"):
         module(torch.zeros(1, 3, 6))
     with pytest.raises(ValueError, match="x must be 3-D"):
@@ -155,7 +153,7 @@ def test_sinusoidal_module_checks_width_and_rank():
 
 
 def test_learned_embedding_adds_its_rows():
-    module = LearnedPositionalEmbedding(6, max_len=12)
+    module = LearnedPositionalEmbedding(6, max_seq_len=12)
     assert sum(p.numel() for p in module.parameters()) == 12 * 6
     x = torch.randn(2, 5, 6)
     out = module(x, offset=3)
@@ -164,7 +162,7 @@ def test_learned_embedding_adds_its_rows():
 
 
 def test_learned_embedding_trains_only_the_rows_it_sees():
-    module = LearnedPositionalEmbedding(4, max_len=10)
+    module = LearnedPositionalEmbedding(4, max_seq_len=10)
     module(torch.randn(2, 6, 4)).sum().backward()
     grad = module.embedding.weight.grad
     assert grad[:6].abs().min().item() > 0
@@ -172,13 +170,13 @@ def test_learned_embedding_trains_only_the_rows_it_sees():
 
 
 def test_learned_embedding_error_past_max_len():
-    module = LearnedPositionalEmbedding(4, max_len=8)
-    with pytest.raises(ValueError, match="max_len=8"):
+    module = LearnedPositionalEmbedding(4, max_seq_len=8)
+    with pytest.raises(ValueError, match="max_seq_len=8"):
         module(torch.zeros(1, 9, 4))
 
 
 def test_learned_embedding_reset_parameters():
-    module = LearnedPositionalEmbedding(64, max_len=256, init_std=0.02)
+    module = LearnedPositionalEmbedding(64, max_seq_len=256, init_std=0.02)
     std = module.embedding.weight.std().item()
     assert 0.018 < std < 0.022
 
@@ -269,6 +267,21 @@ def test_rope_module_equals_function_and_has_no_parameters():
     assert torch.allclose(
         rope.freqs, rotary_frequencies(16, base=500.0, dtype=F64)
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rope_module_keeps_float64_angles_after_half(dtype):
+    # model.half() used to round the frequency buffer: at position 4096 the
+    # angles were off by more than a radian (an error of 1.7 in bfloat16).
+    rope = RotaryEmbedding(64).to(dtype)
+    x = torch.randn(1, 2, 3, 64).to(dtype)
+    out = rope(x, offset=4096)
+    assert out.dtype == dtype
+    assert torch.equal(out, apply_rotary(x, offset=4096))
+    ref = _complex_rope(x, torch.arange(4096, 4099, dtype=F64))
+    error = (out.to(F64) - ref).abs().max().item()
+    assert error < 0.05 * x.abs().max().item()
+    assert rope.freqs.dtype == F64
 
 
 def test_rope_keeps_dtype_and_precision_at_long_positions():
@@ -392,61 +405,88 @@ def test_relative_position_bias_is_toeplitz():
 # --------------------------------------------------------------- bad inputs
 
 
-def test_odd_d_model_raises():
-    with pytest.raises(ValueError, match="d_model=5 must be even"):
-        sinusoidal_encoding(4, 5)
-    with pytest.raises(ValueError, match="d_model=7 must be even"):
-        SinusoidalPositionalEncoding(7)
-    with pytest.raises(ValueError, match="d_model=3 must be even"):
-        sinusoidal_shift_matrix(1, 3)
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        # absolute
+        (lambda: sinusoidal_encoding(4, 5), ValueError, "d_model=5 must be"),
+        (lambda: SinusoidalPositionalEncoding(7), ValueError, "d_model=7"),
+        (lambda: sinusoidal_encoding(0, 4), ValueError, "max_seq_len=0"),
+        (lambda: LearnedPositionalEmbedding(4, -3), ValueError, "max_seq"),
+        (lambda: sinusoidal_encoding(3, 4, base=1), ValueError, "base=1"),
+        (
+            lambda: SinusoidalPositionalEncoding(4, dropout=1.5),
+            ValueError,
+            "dropout=1.5",
+        ),
+        (
+            lambda: LearnedPositionalEmbedding(4, 4, init_std=0),
+            ValueError,
+            "init_std=0",
+        ),
+        # rotary
+        (lambda: RotaryEmbedding(3), ValueError, "head_dim=3"),
+        (lambda: rotary_matrix(1, 9), ValueError, "head_dim=9"),
+        (lambda: apply_rotary(torch.randn(1, 3, 5)), ValueError, "head_dim"),
+        # biases
+        (lambda: alibi_slopes(0), ValueError, "num_heads=0"),
+        (lambda: alibi_bias(2, 0), ValueError, "q_len=0"),
+        (lambda: alibi_bias(2, 3, -1), ValueError, "kv_len=-1"),
+        (lambda: alibi_bias(2, 3, q_offset=-1), ValueError, "q_offset=-1"),
+        (lambda: RelativePositionBias(-1), ValueError, "num_heads=-1"),
+        (lambda: RelativePositionBias(2)(0), ValueError, "q_len=0"),
+    ],
+)
+def test_bad_arguments_raise(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
 
 
-@pytest.mark.parametrize("max_len", [0, -3])
-def test_non_positive_max_len_raises(max_len):
-    with pytest.raises(ValueError, match=f"max_len={max_len}"):
-        sinusoidal_encoding(max_len, 4)
-    with pytest.raises(ValueError, match=f"max_len={max_len}"):
-        LearnedPositionalEmbedding(4, max_len)
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: sinusoidal_encoding("4", 8), "max_seq_len"),
+        (lambda: sinusoidal_encoding(4, 8, base="100"), "base"),
+        (lambda: sinusoidal_shift_matrix("1", 4), "offset"),
+        (lambda: SinusoidalPositionalEncoding(4, dropout="0.1"), "dropout"),
+        (lambda: LearnedPositionalEmbedding(4, 4, init_std="0.1"), "init_std"),
+        (lambda: rotary_matrix("2", 4), "position"),
+        (lambda: RotaryEmbedding(8, base="100"), "base"),
+        (lambda: apply_rotary(torch.randn(1, 3, 4), offset="1"), "offset"),
+        (lambda: alibi_bias(2, "3"), "q_len"),
+        (lambda: RelativePositionBias(2)(3, "4"), "kv_len"),
+    ],
+)
+def test_string_arguments_raise_type_error(call, name):
+    # LearnedPositionalEmbedding(init_std="0.1") used to fail inside a
+    # comparison ("'>' not supported between 'str' and 'int'").
+    with pytest.raises(TypeError, match=name):
+        call()
 
 
-def test_non_positive_d_model_raises():
-    with pytest.raises(ValueError, match="d_model=0"):
-        sinusoidal_encoding(3, 0)
-    with pytest.raises(ValueError, match="d_model=-2"):
-        LearnedPositionalEmbedding(-2, 4)
-
-
-def test_non_int_sizes_raise_type_error():
-    with pytest.raises(TypeError, match="max_len must be an int"):
-        sinusoidal_encoding(3.0, 4)
-    with pytest.raises(TypeError, match="d_model must be an int"):
-        LearnedPositionalEmbedding(True, 4)
-    with pytest.raises(TypeError, match="num_heads must be an int"):
-        alibi_slopes(2.0)
-
-
-def test_bad_base_and_dropout_raise():
-    with pytest.raises(ValueError, match="base=1"):
-        sinusoidal_encoding(3, 4, base=1)
-    with pytest.raises(ValueError, match="dropout=1.5"):
-        SinusoidalPositionalEncoding(4, dropout=1.5)
-    with pytest.raises(ValueError, match="init_std=0"):
-        LearnedPositionalEmbedding(4, 4, init_std=0)
-
-
-def test_odd_head_dim_raises():
-    with pytest.raises(ValueError, match="head_dim=5"):
-        apply_rotary(torch.randn(1, 3, 5))
-    with pytest.raises(ValueError, match="head_dim=3"):
-        RotaryEmbedding(3)
-    with pytest.raises(ValueError, match="head_dim=9"):
-        rotary_matrix(1, 9)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda dtype: sinusoidal_encoding(4, 8, dtype=dtype),
+        lambda dtype: sinusoidal_frequencies(8, dtype=dtype),
+        lambda dtype: sinusoidal_shift_matrix(1, 4, dtype=dtype),
+        lambda dtype: rotary_matrix(1, 4, dtype=dtype),
+        lambda dtype: alibi_bias(2, 3, dtype=dtype),
+    ],
+)
+def test_integer_dtype_raises_type_error(call):
+    # sinusoidal_encoding(dtype=torch.long) used to return a table of 0, 1
+    # and -1: every sin and cos truncated to an integer.
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        call(torch.long)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        call("float32")
 
 
 def test_rope_input_errors():
     with pytest.raises(ValueError, match="x must be 3-D or 4-D"):
         apply_rotary(torch.randn(4, 8))
-    with pytest.raises(TypeError, match="x must be floating"):
+    with pytest.raises(TypeError, match="x must be a floating tensor"):
         apply_rotary(torch.ones(1, 2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="positions must have shape"):
         apply_rotary(torch.randn(1, 3, 4), positions=torch.arange(4))
@@ -454,25 +494,6 @@ def test_rope_input_errors():
         apply_rotary(torch.randn(1, 3, 4), offset=-2)
     with pytest.raises(ValueError, match="head_dim=8"):
         RotaryEmbedding(8)(torch.randn(1, 3, 4))
-
-
-@pytest.mark.parametrize("num_heads", [0, -1])
-def test_num_heads_below_one_raises(num_heads):
-    with pytest.raises(ValueError, match=f"num_heads={num_heads}"):
-        alibi_slopes(num_heads)
-    with pytest.raises(ValueError, match=f"num_heads={num_heads}"):
-        alibi_bias(num_heads, 3)
-    with pytest.raises(ValueError, match=f"num_heads={num_heads}"):
-        RelativePositionBias(num_heads)
-
-
-def test_alibi_bias_bad_lengths_raise():
-    with pytest.raises(ValueError, match="q_len=0"):
-        alibi_bias(2, 0)
-    with pytest.raises(ValueError, match="k_len=-1"):
-        alibi_bias(2, 3, -1)
-    with pytest.raises(ValueError, match="q_offset=-1"):
-        alibi_bias(2, 3, q_offset=-1)
 
 
 def test_relative_bucket_errors():
@@ -486,39 +507,17 @@ def test_relative_bucket_errors():
         relative_position_bucket(
             torch.zeros(3, dtype=torch.long), num_buckets=32, max_distance=4
         )
-    with pytest.raises(ValueError, match="q_len=0"):
-        RelativePositionBias(2)(0)
 
 
-# ------------------------------------------------------------------ figures
+# ------------------------------------------------------------------ package
 
 
-def test_positional_figures_draw_and_return_axes():
-    table = sinusoidal_encoding(40, 16)
-    ax = plotting.plot_positional_encoding(table)
-    assert ax.images
-    ax = plotting.plot_encoding_waves(table, dims=[0, 2, 6])
-    assert len(ax.lines) == 3
-    axes = plotting.plot_alibi_bias(alibi_bias(4, 8), heads=[0, 3])
-    assert len(axes) == 2
-    ax = plotting.plot_relative_buckets(
-        torch.arange(-40, 41),
-        {"bidirectional": relative_position_bucket(torch.arange(-40, 41))},
-    )
-    assert ax.lines
-    ax = plotting.plot_length_generalization(
-        [8, 16, 32],
-        {"a": [1.0, 0.9, 0.5], "b": [1.0, 1.0, 1.0]},
-        train_len=8,
-    )
-    assert len(ax.lines) >= 2
-    plt.close("all")
+def test_every_name_is_exported_by_the_package_and_its_modules():
+    from transformer_book.positional import absolute, biases, rotary
 
-
-def test_positional_figures_reject_bad_input():
-    with pytest.raises(ValueError, match="encoding must be 2-D"):
-        plotting.plot_positional_encoding(np.zeros(3))
-    with pytest.raises(ValueError, match="dims"):
-        plotting.plot_encoding_waves(np.zeros((5, 4)), dims=[4])
-    with pytest.raises(ValueError, match="bias must be 3-D"):
-        plotting.plot_alibi_bias(np.zeros((3, 3)))
+    names = set(positional.__all__)
+    modules = (absolute, rotary, biases)
+    assert names == set().union(*(m.__all__ for m in modules))
+    for module in modules:
+        for name in module.__all__:
+            assert getattr(positional, name) is getattr(module, name)

@@ -29,10 +29,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._checks import (
+    check_int,
+    check_number,
+    check_probability,
+    check_tensor,
+)
 from .masks import (
     broadcast_mask,
     causal_mask,
     disallowed_rows,
+    mask_to_bias,
     merge_masks,
 )
 
@@ -83,34 +90,6 @@ def explicit_attention(enabled: bool = True) -> Iterator[None]:
         _fused_enabled = previous
 
 
-def _check_qkv(q: Any, k: Any, v: Any) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
-        if t.ndim < 2:
-            raise ValueError(
-                f"{name} must have at least 2 dims (..., L, D), got shape "
-                f"{tuple(t.shape)}"
-            )
-        if not t.dtype.is_floating_point:
-            raise TypeError(f"{name} must be floating, got {t.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size D, got "
-            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length Lk, got k {tuple(k.shape)} "
-            f"and v {tuple(v.shape)}"
-        )
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(
-            f"q, k and v must have the same leading (batch, head) dims, "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-
-
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -138,7 +117,9 @@ def scaled_dot_product_attention(
         k: keys.
         v: values.
         attn_mask: ``None``, a boolean mask (``True`` = may attend) or a
-            float additive bias; it must broadcast to ``(..., Lq, Lk)``.
+            float additive bias; it must broadcast to
+            ``(..., q_len, kv_len)``. A float key is blocked where it holds
+            its own dtype's minimum (or ``-inf``), whatever ``q``'s dtype.
         dropout_p: dropout probability on the attention weights (applied
             whenever it is positive: pass 0 in evaluation).
         is_causal: also apply a causal mask (query ``i`` sees keys
@@ -149,9 +130,10 @@ def scaled_dot_product_attention(
             ``None``.
 
     Shape:
-        - q: ``(..., Lq, D)``; k: ``(..., Lk, D)``; v: ``(..., Lk, Dv)``,
-          with the same leading dims (usually ``(B, H)``).
-        - returns ``(..., Lq, Dv)``, and weights ``(..., Lq, Lk)``.
+        - q: ``(..., q_len, D)``; k: ``(..., kv_len, D)``;
+          v: ``(..., kv_len, Dv)``, with the same leading dims (usually
+          ``(B, H)``).
+        - returns ``(..., q_len, Dv)``, and weights ``(..., q_len, kv_len)``.
 
     Returns:
         The attended values, or ``(values, weights)`` with
@@ -164,41 +146,122 @@ def scaled_dot_product_attention(
             broadcast, or ``dropout_p`` is outside ``[0, 1)``.
     """
     _check_qkv(q, k, v)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p={dropout_p} must be in [0, 1)")
-    lq, lk = q.shape[-2], k.shape[-2]
-    if attn_mask is not None:
-        broadcast_mask(attn_mask, (*q.shape[:-2], lq, lk))
-        if attn_mask.device != q.device:
-            attn_mask = attn_mask.to(q.device)
-        if attn_mask.dtype.is_floating_point:
-            attn_mask = attn_mask.to(q.dtype)
-    if is_causal and attn_mask is not None:
-        attn_mask = merge_masks(
-            causal_mask(lq, key_size=lk, device=q.device), attn_mask
-        )
-        is_causal = False
+    dropout_p = check_probability("dropout_p", dropout_p)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    # Rows that allow no key at all are zeroed at the end; a causal mask
-    # alone never empties a row (key 0 is always visible).
-    empty = None if attn_mask is None else disallowed_rows(attn_mask)
+    scale = check_number("scale", scale)
+    attn_mask, empty = _prepare_mask(attn_mask, q, k, is_causal)
+    is_causal = is_causal and attn_mask is None  # else merged into it
 
-    if return_weights or not _fused_enabled:
-        out, weights = _explicit(
-            q, k, v, attn_mask, empty, dropout_p, is_causal, scale
+    attend = _explicit if return_weights or not _fused_enabled else _fused
+    out, weights = attend(q, k, v, attn_mask, is_causal, dropout_p, scale)
+    if empty is not None:
+        # Rows that allow no key: zeros, never NaN or a uniform average.
+        out = out.masked_fill(empty, 0.0)
+        if weights is not None:
+            weights = weights.masked_fill(empty, 0.0)
+    return (out, weights) if return_weights else out
+
+
+def _check_qkv(q: Any, k: Any, v: Any) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, floating=True)
+        if t.ndim < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dims (..., L, D), got shape "
+                f"{tuple(t.shape)}"
+            )
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(
+            f"q, k and v must have the same dtype, got {q.dtype}, "
+            f"{k.dtype} and {v.dtype}"
         )
-        return (out, weights) if return_weights else out
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature size D, got "
+            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length kv_len, got "
+            f"k {tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"q, k and v must have the same leading (batch, head) dims, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
 
-    if attn_mask is not None:
-        # Open up the rows that block every key: their softmax would be
-        # NaN (or overflow in float16) in some kernels, forward or
-        # backward. Their output is replaced by zeros just below, so what
-        # they attend to does not matter and their gradient is zero.
-        if attn_mask.dtype == torch.bool:
-            attn_mask = attn_mask | empty
-        else:
-            attn_mask = attn_mask.masked_fill(empty, 0.0)
+
+def _prepare_mask(
+    attn_mask: Tensor | None, q: Tensor, k: Tensor, is_causal: bool
+) -> tuple[Tensor | None, Tensor | None]:
+    """Check ``attn_mask``, merge the causal mask into it, find empty rows.
+
+    Returns the mask (bool, or a float bias in ``q``'s dtype) and the rows
+    ``(..., q_len, 1)`` that allow no key (``None`` without a mask: a
+    causal mask alone never empties a row). Those rows are opened up in
+    the returned mask: their softmax would be NaN (or overflow in float16)
+    in some kernels, forward or backward, and their output is replaced by
+    zeros afterwards, so what they attend to does not matter and their
+    gradient is zero.
+    """
+    if attn_mask is None:
+        return None, None
+    q_len, kv_len = q.shape[-2], k.shape[-2]
+    broadcast_mask(attn_mask, (*q.shape[:-2], q_len, kv_len))
+    attn_mask = attn_mask.to(q.device)
+    if attn_mask.ndim < 2:
+        # A (kv_len,) mask: the fused kernel wants (..., q_len, kv_len).
+        attn_mask = attn_mask.expand(q_len, kv_len)
+    if is_causal:
+        causal = causal_mask(q_len, kv_len, device=q.device)
+        attn_mask = merge_masks(causal, attn_mask)
+    # On the mask's own dtype: a float32 minimum cast to float64 is no
+    # longer float64's minimum, and the row would look allowed.
+    empty = disallowed_rows(attn_mask)
+    if attn_mask.dtype == torch.bool:
+        return attn_mask | empty, empty
+    return mask_to_bias(attn_mask, q.dtype).masked_fill(empty, 0.0), empty
+
+
+def _explicit(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    """matmul, scale, mask, softmax, (dropout), matmul."""
+    # Scale q before the product: in float16, q @ k^T can overflow where
+    # (q * scale) @ k^T does not (the fused kernels scale first too).
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., q_len, kv_len)
+    if is_causal:
+        attn_mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+    low = torch.finfo(scores.dtype).min
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, low)
+    elif attn_mask is not None:
+        scores = (scores + attn_mask).clamp_min(low)
+    weights = scores.softmax(dim=-1)
+    attended = weights
+    if dropout_p > 0.0:
+        attended = F.dropout(weights, p=dropout_p, training=True)
+    return attended @ v, weights
+
+
+def _fused(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+    scale: float,
+) -> tuple[Tensor, None]:
+    """PyTorch's SDPA, which picks a fast kernel; it returns no weights."""
     out = F.scaled_dot_product_attention(
         q,
         k,
@@ -208,41 +271,7 @@ def scaled_dot_product_attention(
         is_causal=is_causal,
         scale=scale,
     )
-    if empty is not None:
-        out = out.masked_fill(empty, 0.0)
-    return out
-
-
-def _explicit(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn_mask: Tensor | None,
-    empty: Tensor | None,
-    dropout_p: float,
-    is_causal: bool,
-    scale: float,
-) -> tuple[Tensor, Tensor]:
-    """matmul, scale, mask, softmax, (dropout), matmul."""
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., Lq, Lk)
-    low = torch.finfo(scores.dtype).min
-    if is_causal:
-        allowed = causal_mask(
-            q.shape[-2], key_size=k.shape[-2], device=q.device
-        )
-        scores = scores.masked_fill(~allowed, low)
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attn_mask, low)
-        else:
-            scores = (scores + attn_mask).clamp_min(low)
-    weights = scores.softmax(dim=-1)
-    if empty is not None:
-        weights = weights.masked_fill(empty, 0.0)
-    attended = weights
-    if dropout_p > 0.0:
-        attended = F.dropout(weights, p=dropout_p, training=True)
-    return attended @ v, weights
+    return out, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -261,6 +290,10 @@ class MultiHeadAttention(nn.Module):
     and value; cross-attention takes keys and values from another sequence,
     which may have a different length.
 
+    With ``rotary``, queries and keys are rotated by their positions after
+    the split into heads (RoPE, Su et al., 2021): query ``i`` and key ``j``
+    sit at positions ``i`` and ``j``.
+
     The initialisation matches ``nn.MultiheadAttention``: Xavier-uniform
     projections (with the fan of the packed ``(3 d_model, d_model)`` input
     matrix), zero biases, and PyTorch's default ``nn.Linear`` weight for
@@ -272,15 +305,21 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout probability on the attention weights (training
             mode only).
         bias: whether the four projections have biases.
+        rotary: ``None``, or a module applied to the queries and to the
+            keys of shape ``(B, H, T, head_dim)``, such as
+            :class:`~transformer_book.positional.RotaryEmbedding` with
+            ``head_dim``.
         device: device of the parameters.
         dtype: dtype of the parameters.
 
     Shape:
-        - query: ``(B, Lq, d_model)``; key, value: ``(B, Lk, d_model)``.
-        - attn_mask: anything that broadcasts to ``(B, H, Lq, Lk)``:
-          ``(Lq, Lk)``, ``(B, 1, 1, Lk)`` (a padding mask),
-          ``(B, 1, Lq, Lk)``, ``(B, H, Lq, Lk)``.
-        - returns ``(B, Lq, d_model)`` and weights ``(B, H, Lq, Lk)``.
+        - query: ``(B, q_len, d_model)``; key, value:
+          ``(B, kv_len, d_model)``.
+        - attn_mask: anything that broadcasts to ``(B, H, q_len, kv_len)``:
+          ``(q_len, kv_len)``, ``(B, 1, 1, kv_len)`` (a padding mask),
+          ``(B, 1, q_len, kv_len)``, ``(B, H, q_len, kv_len)``.
+        - returns ``(B, q_len, d_model)`` and weights
+          ``(B, H, q_len, kv_len)``.
 
     Example:
         >>> mha = MultiHeadAttention(16, 4)
@@ -296,27 +335,25 @@ class MultiHeadAttention(nn.Module):
         *,
         dropout: float = 0.0,
         bias: bool = True,
+        rotary: nn.Module | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        _check_positive("d_model", d_model)
-        _check_positive("num_heads", num_heads)
+        self.d_model = check_int("d_model", d_model)
+        self.num_heads = check_int("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}"
             )
-        if isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} must be in [0, 1)")
-        self.d_model = d_model
-        self.num_heads = num_heads
         self.head_dim = d_model // num_heads
-        self.dropout = float(dropout)
+        self.dropout = check_probability("dropout", dropout)
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
+        self.rotary = _check_rotary(rotary, self.head_dim)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -343,20 +380,6 @@ class MultiHeadAttention(nn.Module):
             f"dropout={self.dropout}, bias={self.bias}"
         )
 
-    def _project(
-        self, query: Tensor, key: Tensor, value: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """The three input projections, fused into one matmul when the
-        inputs are the same tensor (self-attention)."""
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        if query is key and key is value:
-            return _packed_linear(query, projs).chunk(3, dim=-1)
-        q = self.q_proj(query)
-        if key is value:
-            k, v = _packed_linear(key, projs[1:]).chunk(2, dim=-1)
-            return q, k, v
-        return q, self.k_proj(key), self.v_proj(value)
-
     def forward(
         self,
         query: Tensor,
@@ -374,73 +397,75 @@ class MultiHeadAttention(nn.Module):
             key: the sequence that is looked up.
             value: what is averaged; same length as ``key``.
             attn_mask: ``None``, a boolean mask (``True`` = may attend) or
-                a float bias, broadcasting to ``(B, H, Lq, Lk)``.
+                a float bias, broadcasting to ``(B, H, q_len, kv_len)``.
             is_causal: apply a causal mask (merged with ``attn_mask``).
             need_weights: also return the per-head attention weights
                 (forces the explicit path).
 
         Shape:
-            - query: ``(B, Lq, d_model)``; key, value: ``(B, Lk, d_model)``.
-            - returns ``(B, Lq, d_model)``; weights ``(B, H, Lq, Lk)``.
+            - query: ``(B, q_len, d_model)``; key, value:
+              ``(B, kv_len, d_model)``.
+            - returns ``(B, q_len, d_model)``; weights
+              ``(B, H, q_len, kv_len)``.
 
         Returns:
             The output, or ``(output, weights)`` with ``need_weights``.
 
         Raises:
-            TypeError: if an input is not a tensor or ``attn_mask`` is
-                neither bool nor float.
+            TypeError: if an input is not a float tensor or ``attn_mask``
+                is neither bool nor float.
             ValueError: if an input is not 3-D, a feature size is not
                 ``d_model``, batch sizes or key/value lengths differ, or
-                ``attn_mask`` does not broadcast to ``(B, H, Lq, Lk)``.
+                ``attn_mask`` does not broadcast to ``(B, H, q_len, kv_len)``.
         """
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(t, Tensor):
-                raise TypeError(
-                    f"{name} must be a Tensor, got {type(t).__name__}"
-                )
-            if t.ndim != 3:
-                raise ValueError(
-                    f"{name} must be 3-D (B, L, d_model), got shape "
-                    f"{tuple(t.shape)}"
-                )
-            if t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} has feature size {t.shape[-1]}, expected "
-                    f"d_model={self.d_model}"
-                )
-        batch, lq, _ = query.shape
-        lk = key.shape[1]
-        if key.shape[0] != batch or value.shape[0] != batch:
-            raise ValueError(
-                f"query, key and value must have the same batch size, got "
-                f"{batch}, {key.shape[0]} and {value.shape[0]}"
-            )
-        if value.shape[1] != lk:
-            raise ValueError(
-                f"key and value must have the same length, got key "
-                f"{tuple(key.shape)} and value {tuple(value.shape)}"
-            )
-
-        q, k, v = self._project(query, key, value)
-        # (B, L, d_model) -> (B, L, H, head_dim) -> (B, H, L, head_dim)
-        q = q.view(batch, lq, self.num_heads, self.head_dim).transpose(1, 2)
-        k = k.view(batch, lk, self.num_heads, self.head_dim).transpose(1, 2)
-        v = v.view(batch, lk, self.num_heads, self.head_dim).transpose(1, 2)
-        dropout_p = self.dropout if self.training else 0.0
+        self._check_inputs(query, key, value)
+        q = self._split_heads(self.q_proj(query))  # (B, H, q_len, head_dim)
+        k = self._split_heads(self.k_proj(key))  # (B, H, kv_len, head_dim)
+        v = self._split_heads(self.v_proj(value))  # (B, H, kv_len, head_dim)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
         result = scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask,
-            dropout_p=dropout_p,
+            dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal,
             return_weights=need_weights,
         )
         out, weights = result if need_weights else (result, None)
-        # (B, H, Lq, head_dim) -> (B, Lq, H, head_dim) -> (B, Lq, d_model)
-        out = out.transpose(1, 2).reshape(batch, lq, self.d_model)
-        out = self.out_proj(out)
+        out = self.out_proj(self._merge_heads(out))
         return (out, weights) if need_weights else out
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        # (B, T, d_model) -> (B, T, H, head_dim) -> (B, H, T, head_dim)
+        x = x.view(batch, length, self.num_heads, self.head_dim)
+        return x.transpose(1, 2)
+
+    def _merge_heads(self, x: Tensor) -> Tensor:
+        batch, _, length, _ = x.shape
+        # (B, H, T, head_dim) -> (B, T, H, head_dim) -> (B, T, d_model)
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+
+    def _check_inputs(self, query: Any, key: Any, value: Any) -> None:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, floating=True)
+            if t.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} has feature size {t.shape[-1]}, expected "
+                    f"d_model={self.d_model}"
+                )
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key and value must have the same batch size, got "
+                f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
+            )
+        if value.shape[1] != key.shape[1]:
+            raise ValueError(
+                f"key and value must have the same length, got key "
+                f"{tuple(key.shape)} and value {tuple(value.shape)}"
+            )
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
@@ -461,27 +486,7 @@ class MultiHeadAttention(nn.Module):
             TypeError: if ``module`` is not an ``nn.MultiheadAttention``.
             ValueError: for a configuration this module does not have.
         """
-        if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(
-                f"module must be nn.MultiheadAttention, got "
-                f"{type(module).__name__}"
-            )
-        if not module._qkv_same_embed_dim:
-            raise ValueError(
-                f"module has kdim={module.kdim}, vdim={module.vdim} != "
-                f"embed_dim={module.embed_dim}; only kdim == vdim == "
-                f"embed_dim is supported"
-            )
-        if module.bias_k is not None or module.bias_v is not None:
-            raise ValueError(
-                "module was built with add_bias_kv=True, which is not "
-                "supported"
-            )
-        if module.add_zero_attn:
-            raise ValueError(
-                "module was built with add_zero_attn=True, which is not "
-                "supported"
-            )
+        _check_twin(module)
         weight = module.in_proj_weight
         has_bias = module.in_proj_bias is not None
         ours = cls(
@@ -492,33 +497,56 @@ class MultiHeadAttention(nn.Module):
             device=weight.device,
             dtype=weight.dtype,
         )
+        projs = (ours.q_proj, ours.k_proj, ours.v_proj)
         with torch.no_grad():
-            w_q, w_k, w_v = weight.chunk(3, dim=0)
-            ours.q_proj.weight.copy_(w_q)
-            ours.k_proj.weight.copy_(w_k)
-            ours.v_proj.weight.copy_(w_v)
+            # PyTorch packs W_q, W_k, W_v as rows of one (3 d, d) matrix.
+            for proj, w in zip(projs, weight.chunk(3), strict=True):
+                proj.weight.copy_(w)
             ours.out_proj.weight.copy_(module.out_proj.weight)
             if has_bias:
-                b_q, b_k, b_v = module.in_proj_bias.chunk(3)
-                ours.q_proj.bias.copy_(b_q)
-                ours.k_proj.bias.copy_(b_k)
-                ours.v_proj.bias.copy_(b_v)
+                biases = module.in_proj_bias.chunk(3)
+                for proj, b in zip(projs, biases, strict=True):
+                    proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         ours.train(module.training)
         return ours
 
 
-def _packed_linear(x: Tensor, projs: tuple[nn.Linear, ...]) -> Tensor:
-    """Apply several ``nn.Linear`` to ``x`` with one matmul."""
-    weight = torch.cat([p.weight for p in projs])
-    bias = None
-    if projs[0].bias is not None:
-        bias = torch.cat([p.bias for p in projs])
-    return F.linear(x, weight, bias)
+def _check_rotary(rotary: Any, head_dim: int) -> nn.Module | None:
+    if rotary is None:
+        return None
+    if not isinstance(rotary, nn.Module):
+        raise TypeError(
+            f"rotary must be an nn.Module (such as RotaryEmbedding) or "
+            f"None, got {type(rotary).__name__}"
+        )
+    size = getattr(rotary, "head_dim", head_dim)
+    if size != head_dim:
+        raise ValueError(
+            f"rotary has head_dim={size}, expected head_dim={head_dim} "
+            f"(d_model // num_heads)"
+        )
+    return rotary
 
 
-def _check_positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name}={value} must be positive")
+def _check_twin(module: Any) -> None:
+    """Raise unless ``from_torch`` can copy ``module`` exactly."""
+    if not isinstance(module, nn.MultiheadAttention):
+        raise TypeError(
+            f"module must be nn.MultiheadAttention, got "
+            f"{type(module).__name__}"
+        )
+    if not module._qkv_same_embed_dim:
+        raise ValueError(
+            f"module has kdim={module.kdim}, vdim={module.vdim} != "
+            f"embed_dim={module.embed_dim}; only kdim == vdim == "
+            f"embed_dim is supported"
+        )
+    if module.bias_k is not None or module.bias_v is not None:
+        raise ValueError(
+            "module was built with add_bias_kv=True, which is not supported"
+        )
+    if module.add_zero_attn:
+        raise ValueError(
+            "module was built with add_zero_attn=True, which is not supported"
+        )

@@ -5,8 +5,8 @@ A **boolean** mask is ``True`` where a query may attend to a key, as in
 is an additive bias on the attention scores (how ALiBi and relative
 position biases enter); a key is *disallowed* by a float mask when its bias
 is the dtype's minimum (or ``-inf``). Masks broadcast against scores of
-shape ``(B, H, Lq, Lk)``: a causal mask is ``(Lq, Lk)``, a padding mask is
-``(B, 1, 1, Lk)``.
+shape ``(B, H, q_len, kv_len)``: a causal mask is ``(q_len, kv_len)``, a
+padding mask is ``(B, 1, 1, kv_len)``.
 
 PyTorch's ``nn.MultiheadAttention`` and ``nn.Transformer*`` read boolean
 masks the other way round (``True`` = blocked); code that calls them passes
@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from ._checks import check_float_dtype, check_int
+
 __all__ = [
     "broadcast_mask",
     "causal_mask",
@@ -32,36 +34,42 @@ __all__ = [
 
 
 def causal_mask(
-    size: int,
+    q_len: int,
+    kv_len: int | None = None,
     *,
-    key_size: int | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor:
     """Boolean mask that lets position ``i`` attend to positions ``<= i``.
 
     Args:
-        size: number of queries ``Lq``.
-        key_size: number of keys ``Lk``; ``size`` when ``None``. With
-            ``Lq != Lk`` the mask is aligned at the top left, as
+        q_len: number of queries.
+        kv_len: number of keys; ``q_len`` when ``None``. With
+            ``q_len != kv_len`` the mask is aligned at the top left, as
             ``is_causal=True`` in PyTorch's SDPA: query ``i`` sees keys
             ``0..i``.
         device: device of the mask.
 
     Shape:
-        returns ``(Lq, Lk)``.
+        returns ``(q_len, kv_len)``.
 
     Returns:
         ``True`` on and below the diagonal.
 
     Raises:
-        TypeError: if ``size`` or ``key_size`` is not an int.
-        ValueError: if ``size`` or ``key_size`` is negative.
+        TypeError: if ``q_len`` or ``kv_len`` is not an int.
+        ValueError: if ``q_len`` or ``kv_len`` is negative.
+
+    Example:
+        >>> causal_mask(3).int()
+        tensor([[1, 0, 0],
+                [1, 1, 0],
+                [1, 1, 1]], dtype=torch.int32)
     """
-    _check_size("size", size)
-    if key_size is None:
-        key_size = size
-    _check_size("key_size", key_size)
-    ones = torch.ones(size, key_size, dtype=torch.bool, device=device)
+    q_len = check_int("q_len", q_len, minimum=0)
+    kv_len = q_len if kv_len is None else check_int(
+        "kv_len", kv_len, minimum=0
+    )
+    ones = torch.ones(q_len, kv_len, dtype=torch.bool, device=device)
     return torch.tril(ones)
 
 
@@ -72,7 +80,8 @@ def padding_mask(
 
     Args:
         lengths: the true length of each sequence in the batch.
-        max_len: the padded length ``Lk``; ``max(lengths)`` when ``None``.
+        max_len: the padded length ``kv_len``; ``max(lengths)`` when
+            ``None``.
 
     Shape:
         - lengths: ``(B,)``.
@@ -84,26 +93,19 @@ def padding_mask(
 
     Raises:
         TypeError: if ``lengths`` does not hold integers.
-        ValueError: if ``lengths`` is not 1-D, holds a negative value or a
-            value above ``max_len``.
+        ValueError: if ``lengths`` is empty or not 1-D, holds a negative
+            value or a value above ``max_len``.
+
+    Example:
+        >>> padding_mask([2, 3])[:, 0, 0]
+        tensor([[ True,  True, False],
+                [ True,  True,  True]])
     """
-    lengths = torch.as_tensor(lengths)
-    if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise TypeError(
-            f"lengths must hold integers, got dtype {lengths.dtype}"
-        )
-    if lengths.ndim != 1:
-        raise ValueError(
-            f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}"
-        )
-    if lengths.numel() and int(lengths.min()) < 0:
-        raise ValueError(
-            f"lengths must be non-negative, got min {int(lengths.min())}"
-        )
-    longest = int(lengths.max()) if lengths.numel() else 0
+    lengths = _lengths_tensor(lengths)
+    longest = int(lengths.max())
     if max_len is None:
         max_len = longest
-    _check_size("max_len", max_len)
+    max_len = check_int("max_len", max_len, minimum=0)
     if longest > max_len:
         raise ValueError(
             f"max_len={max_len} is shorter than the longest length "
@@ -111,7 +113,39 @@ def padding_mask(
         )
     positions = torch.arange(max_len, device=lengths.device)
     mask = positions < lengths[:, None]  # (B, max_len)
-    return mask[:, None, None, :]  # (B, 1, 1, max_len)
+    return mask[:, None, None, :]  # (B, max_len) -> (B, 1, 1, max_len)
+
+
+def _lengths_tensor(lengths: Tensor | Sequence[int]) -> Tensor:
+    """``lengths`` as a non-empty 1-D integer tensor of values >= 0."""
+    if isinstance(lengths, (str, bytes)):
+        raise TypeError(
+            f"lengths must be a sequence of ints, got "
+            f"{type(lengths).__name__}"
+        )
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"lengths must be a sequence of ints, got {lengths!r}"
+        ) from None
+    if lengths.ndim != 1:
+        raise ValueError(
+            f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}"
+        )
+    if not lengths.numel():
+        raise ValueError("lengths is empty: a batch needs at least one length")
+    if lengths.dtype.is_floating_point or lengths.dtype.is_complex or (
+        lengths.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"lengths must hold integers, got dtype {lengths.dtype}"
+        )
+    if int(lengths.min()) < 0:
+        raise ValueError(
+            f"lengths must be non-negative, got min {int(lengths.min())}"
+        )
+    return lengths
 
 
 def check_mask_dtype(mask: Tensor, name: str = "attn_mask") -> None:
@@ -143,12 +177,13 @@ def broadcast_mask(
     Args:
         mask: a boolean or float mask.
         shape: the shape of the attention scores, usually
-            ``(B, H, Lq, Lk)``.
+            ``(B, H, q_len, kv_len)``.
         name: the argument name used in error messages.
 
     Shape:
-        - mask: any shape that broadcasts to ``shape`` (``(Lq, Lk)``,
-          ``(B, 1, 1, Lk)``, ``(B, 1, Lq, Lk)``, ``(B, H, Lq, Lk)``, ...).
+        - mask: any shape that broadcasts to ``shape``:
+          ``(q_len, kv_len)``, ``(B, 1, 1, kv_len)``,
+          ``(B, 1, q_len, kv_len)``, ``(B, H, q_len, kv_len)``, ...
         - returns ``shape`` (an expanded view, no copy).
 
     Returns:
@@ -167,8 +202,9 @@ def broadcast_mask(
     if not fits:
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the "
-            f"attention scores of shape {shape} (B, H, Lq, Lk); use "
-            f"(Lq, Lk), (B, 1, 1, Lk), (B, 1, Lq, Lk) or (B, H, Lq, Lk)"
+            f"attention scores of shape {shape} (B, H, q_len, kv_len); use "
+            f"(q_len, kv_len), (B, 1, 1, kv_len), (B, 1, q_len, kv_len) "
+            f"or (B, H, q_len, kv_len)"
         )
     return mask.expand(shape)
 
@@ -194,14 +230,9 @@ def mask_to_bias(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
             floating.
     """
     check_mask_dtype(mask, "mask")
-    if dtype is None:
-        dtype = (
-            mask.dtype
-            if mask.dtype.is_floating_point
-            else torch.get_default_dtype()
-        )
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be floating, got {dtype}")
+    if dtype is None and mask.dtype.is_floating_point:
+        dtype = mask.dtype
+    dtype = check_float_dtype("dtype", dtype)
     low = torch.finfo(dtype).min
     if mask.dtype == torch.bool:
         bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
@@ -269,8 +300,8 @@ def disallowed_rows(mask: Tensor) -> Tensor:
             dtype's minimum or ``-inf`` = blocked).
 
     Shape:
-        - mask: ``(..., Lq, Lk)``.
-        - returns ``(..., Lq, 1)``.
+        - mask: ``(..., q_len, kv_len)``.
+        - returns ``(..., q_len, 1)``.
 
     Returns:
         ``True`` for rows in which every key is blocked.
@@ -282,9 +313,3 @@ def disallowed_rows(mask: Tensor) -> Tensor:
         allowed = mask > torch.finfo(mask.dtype).min
     return ~allowed.any(dim=-1, keepdim=True)
 
-
-def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name}={value} must be non-negative")
