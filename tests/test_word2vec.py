@@ -146,7 +146,7 @@ def test_bad_inputs():
         cbow_windows([1, 2], window=1)
     with pytest.raises(TypeError, match="ids must hold integer"):
         skipgram_pairs([0.5, 1.0], window=1)
-    with pytest.raises(ValueError, match="ids must be one sequence"):
+    with pytest.raises(ValueError, match="ids must be 1-D"):
         skipgram_pairs([[1, 2]], window=1)
     with pytest.raises(ValueError, match="ids is empty"):
         noise_distribution([], vocab_size=3)
@@ -159,9 +159,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="threshold"):
         subsample([1, 2], 0.0)
     model = SkipGram(5, 2)
-    with pytest.raises(ValueError, match="centre holds a token id outside"):
+    with pytest.raises(ValueError, match="token id 5 in centre"):
         model(torch.tensor([5]), torch.tensor([0]), torch.zeros(1, 2).long())
-    with pytest.raises(ValueError, match="context must have shape"):
+    with pytest.raises(ValueError, match="context must be 2-D"):
         CBOW(5, 2)(torch.tensor([1]), torch.tensor([0]),
                    torch.zeros(1, 2).long())
     with pytest.raises(TypeError, match="model must be"):
@@ -174,3 +174,59 @@ def test_bad_inputs():
         nearest_neighbours(torch.eye(3), 3)
     with pytest.raises(ValueError, match="embeddings must be"):
         cosine_similarities(torch.ones(3), 0)
+
+
+# --------------------------------------------------------------------------
+# Regressions (issue 9)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [SkipGram, CBOW])
+def test_mismatched_batch_sizes_are_rejected(cls):
+    # They used to broadcast silently: a (1,) target against (3,) inputs.
+    model = cls(10, 4)
+    negatives = torch.zeros(3, 2, dtype=torch.long)
+    if cls is SkipGram:
+        args = (torch.arange(3), torch.tensor([1]), negatives)
+        match = "centre has 3, context has 1, negatives has 3"
+    else:
+        args = (torch.zeros(3, 4, dtype=torch.long), torch.tensor([1]),
+                negatives)
+        match = "context has 3, centre has 1, negatives has 3"
+    with pytest.raises(ValueError, match=f"batch sizes differ: {match}"):
+        model(*args)
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        model(args[0], torch.arange(3), negatives[:2])
+
+
+def test_nearest_neighbours_rejects_a_negative_exclude():
+    # exclude=[-1] used to drop the last row silently.
+    E = torch.eye(3)
+    with pytest.raises(ValueError, match="token id -1 in exclude"):
+        nearest_neighbours(E, 0, exclude=[-1])
+    with pytest.raises(ValueError, match="token id 3 in exclude"):
+        nearest_neighbours(E, 0, exclude=[3])
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: nearest_neighbours(torch.eye(3), 0, k="2"), "k must be"),
+        (lambda: nearest_neighbours(torch.eye(3), "0"), "query must be"),
+        (lambda: subsample([1, 2], "1e-3"), "threshold must be"),
+        (lambda: noise_distribution([1], 3, power="1"), "power must be"),
+        (lambda: SkipGram("10", 4), "vocab_size must be"),
+        (lambda: train_word2vec(SkipGram(5, 2), [1, 2, 3], lr="0.1"),
+         "lr must be"),
+        (lambda: train_word2vec(SkipGram(5, 2), [1, 2, 3], epochs="2"),
+         "epochs must be"),
+    ],
+)
+def test_strings_where_numbers_are_expected(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_train_word2vec_checks_ids_against_the_model():
+    with pytest.raises(ValueError, match="token id 7 in ids"):
+        train_word2vec(SkipGram(5, 2), [1, 2, 7])

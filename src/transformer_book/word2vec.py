@@ -30,12 +30,19 @@ similarity (:func:`nearest_neighbours`, :func:`analogy`).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ._checks import (
+    check_id_tensor,
+    check_int,
+    check_number,
+    check_tensor,
+    check_token_ids,
+)
 
 __all__ = [
     "CBOW",
@@ -57,34 +64,30 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-def _as_id_tensor(ids: Sequence[int] | Tensor, name: str = "ids") -> Tensor:
+def _as_id_tensor(
+    ids: Sequence[int] | Tensor, vocab_size: int | None = None
+) -> Tensor:
+    """``ids`` as a 1-D int64 tensor of ids in the vocabulary.
+
+    Without a ``vocab_size`` (the vocabulary is not known yet) the ids only
+    need to be non-negative.
+    """
     if isinstance(ids, (str, bytes)):
         raise TypeError(
-            f"{name} must be a sequence of int token ids, got "
+            "ids must be a sequence of int token ids, got "
             f"{type(ids).__name__}"
         )
     t = torch.as_tensor(ids)
-    if t.numel() == 0 and t.dim() == 1:
-        return t.long()  # [] reads as float32
+    if t.numel() == 0:
+        t = t.long()  # [] reads as float32
+    check_tensor("ids", t, ndim=1)
+    if vocab_size is not None:
+        return check_id_tensor("ids", t, vocab_size).long()
     if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
-        raise TypeError(f"{name} must hold integer token ids, got {t.dtype}")
-    if t.dim() != 1:
-        raise ValueError(
-            f"{name} must be one sequence, shape (N,), got {tuple(t.shape)}"
-        )
+        raise TypeError(f"ids must hold integer token ids, got {t.dtype}")
     if t.numel() and int(t.min()) < 0:
-        raise ValueError(f"{name} holds a negative token id {int(t.min())}")
+        raise ValueError(f"ids holds a negative token id {int(t.min())}")
     return t.long()
-
-
-def _check_window(window: int) -> int:
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise TypeError(
-            f"window must be an int, got {type(window).__name__}"
-        )
-    if window < 1:
-        raise ValueError(f"window={window} must be >= 1")
-    return window
 
 
 def skipgram_pairs(ids: Sequence[int] | Tensor, window: int) -> Tensor:
@@ -113,7 +116,7 @@ def skipgram_pairs(ids: Sequence[int] | Tensor, window: int) -> Tensor:
         [[6, 5], [7, 6], [5, 6], [6, 7]]
     """
     t = _as_id_tensor(ids)
-    window = _check_window(window)
+    window = check_int("window", window)
     n = t.numel()
     parts = []
     for j in [*range(-window, 0), *range(1, window + 1)]:
@@ -157,7 +160,7 @@ def cbow_windows(
         ([2, 3], [[1, 3], [2, 4]])
     """
     t = _as_id_tensor(ids)
-    window = _check_window(window)
+    window = check_int("window", window)
     n = t.numel()
     if n < 2 * window + 1:
         raise ValueError(
@@ -189,17 +192,16 @@ def noise_distribution(
         occur get probability 0.
 
     Raises:
+        TypeError: if ``ids`` does not hold integers or a number has the
+            wrong type.
         ValueError: if ``ids`` is empty or holds an id outside
             ``range(vocab_size)``.
     """
-    t = _as_id_tensor(ids)
+    vocab_size = check_int("vocab_size", vocab_size)
+    power = check_number("power", power)
+    t = _as_id_tensor(ids, vocab_size)
     if t.numel() == 0:
         raise ValueError("ids is empty; no counts to build noise from")
-    if int(t.max()) >= vocab_size:
-        raise ValueError(
-            f"token id {int(t.max())} in ids is outside range(vocab_size) "
-            f"with vocab_size={vocab_size}"
-        )
     counts = torch.bincount(t, minlength=vocab_size).double()
     weights = counts**power
     return (weights / weights.sum()).float()
@@ -230,10 +232,12 @@ def subsample(
         ``M <= N``.
 
     Raises:
+        TypeError: if ``threshold`` is not a number.
         ValueError: if ``threshold`` is not positive.
     """
-    if not threshold > 0:
-        raise ValueError(f"threshold={threshold} must be > 0")
+    threshold = check_number(
+        "threshold", threshold, minimum=0.0, min_inclusive=False
+    )
     t = _as_id_tensor(ids)
     if t.numel() == 0:
         return t
@@ -278,18 +282,8 @@ class _Word2Vec(nn.Module):
 
     def __init__(self, vocab_size: int, embedding_dim: int) -> None:
         super().__init__()
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embedding_dim", embedding_dim),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(
-                    f"{name} must be an int, got {type(value).__name__}"
-                )
-            if value < 1:
-                raise ValueError(f"{name}={value} must be >= 1")
-        self.vocab_size = vocab_size
-        self.embedding_dim = embedding_dim
+        self.vocab_size = check_int("vocab_size", vocab_size)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.in_embed = nn.Embedding(vocab_size, embedding_dim)
         self.out_embed = nn.Embedding(vocab_size, embedding_dim)
         self.reset_parameters()
@@ -310,17 +304,19 @@ class _Word2Vec(nn.Module):
         """The word vectors (the input table), shape ``(V, D)``, detached."""
         return self.in_embed.weight.detach()
 
-    def _check_ids(self, name: str, ids: Tensor) -> None:
-        if ids.dtype not in (torch.int64, torch.int32):
-            raise TypeError(
-                f"{name} must hold int64 token ids, got {ids.dtype}"
-            )
-        if ids.numel() and not (
-            0 <= int(ids.min()) and int(ids.max()) < self.vocab_size
-        ):
+    def _check_batch(self, **named: tuple[Tensor, int]) -> None:
+        """Check each ``name=(ids, ndim)`` and that batch sizes agree.
+
+        A mismatch of batch sizes would broadcast silently in the loss.
+        """
+        for name, (ids, ndim) in named.items():
+            check_id_tensor(name, ids, self.vocab_size, ndim=ndim)
+        sizes = {name: ids.shape[0] for name, (ids, _) in named.items()}
+        if len(set(sizes.values())) > 1:
+            shown = ", ".join(f"{k} has {v}" for k, v in sizes.items())
             raise ValueError(
-                f"{name} holds a token id outside range(vocab_size) with "
-                f"vocab_size={self.vocab_size}"
+                f"batch sizes differ: {shown}; every example needs one "
+                "input, one target and one row of negatives"
             )
 
 
@@ -358,15 +354,13 @@ class SkipGram(_Word2Vec):
             The loss, a scalar.
 
         Raises:
-            TypeError: if ids are not integers.
-            ValueError: if an id is outside the vocabulary.
+            TypeError: if ids are not integer tensors.
+            ValueError: if an id is outside the vocabulary, a rank is
+                wrong, or the batch sizes differ.
         """
-        for name, ids in (
-            ("centre", centre),
-            ("context", context),
-            ("negatives", negatives),
-        ):
-            self._check_ids(name, ids)
+        self._check_batch(
+            centre=(centre, 1), context=(context, 1), negatives=(negatives, 2)
+        )
         h = self.in_embed(centre)  # (B, D)
         return negative_sampling_loss(
             h, self.out_embed(context), self.out_embed(negatives)
@@ -408,21 +402,13 @@ class CBOW(_Word2Vec):
             The loss, a scalar.
 
         Raises:
-            TypeError: if ids are not integers.
-            ValueError: if an id is outside the vocabulary or ``context``
-                is not 2-D.
+            TypeError: if ids are not integer tensors.
+            ValueError: if an id is outside the vocabulary, ``context`` is
+                not 2-D, or the batch sizes differ.
         """
-        if context.dim() != 2:
-            raise ValueError(
-                "context must have shape (B, C), got "
-                f"{tuple(context.shape)}"
-            )
-        for name, ids in (
-            ("context", context),
-            ("centre", centre),
-            ("negatives", negatives),
-        ):
-            self._check_ids(name, ids)
+        self._check_batch(
+            context=(context, 2), centre=(centre, 1), negatives=(negatives, 2)
+        )
         h = self.in_embed(context).mean(dim=1)  # (B, C, D) -> (B, D)
         return negative_sampling_loss(
             h, self.out_embed(centre), self.out_embed(negatives)
@@ -464,21 +450,20 @@ def train_word2vec(
 
     Raises:
         TypeError: if ``model`` is neither :class:`SkipGram` nor
-            :class:`CBOW`.
-        ValueError: if a count is below 1 or ``ids`` yields no example.
+            :class:`CBOW`, or a count or ``lr`` has the wrong type.
+        ValueError: if a count is below 1, ``lr`` is not positive, an id
+            is outside the model's vocabulary, or ``ids`` yields no
+            example.
     """
     if not isinstance(model, (SkipGram, CBOW)):
         raise TypeError(
             f"model must be a SkipGram or CBOW, got {type(model).__name__}"
         )
-    for name, value in (
-        ("num_negatives", num_negatives),
-        ("batch_size", batch_size),
-        ("epochs", epochs),
-    ):
-        if operator.index(value) < 1:
-            raise ValueError(f"{name}={value} must be >= 1")
-    t = _as_id_tensor(ids)
+    num_negatives = check_int("num_negatives", num_negatives)
+    batch_size = check_int("batch_size", batch_size)
+    epochs = check_int("epochs", epochs)
+    lr = check_number("lr", lr, minimum=0.0, min_inclusive=False)
+    t = _as_id_tensor(ids, model.vocab_size)
     noise = noise_distribution(t, model.vocab_size)
     if isinstance(model, SkipGram):
         pairs = skipgram_pairs(t, window)
@@ -516,11 +501,7 @@ def train_word2vec(
 
 
 def _check_embeddings(embeddings: Tensor) -> Tensor:
-    if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
-        raise ValueError(
-            "embeddings must be a tensor of shape (V, D), got "
-            f"{getattr(embeddings, 'shape', type(embeddings).__name__)}"
-        )
+    check_tensor("embeddings", embeddings, ndim=2)
     return embeddings.detach().float()
 
 
@@ -532,7 +513,7 @@ def _vector(embeddings: Tensor, query: int | Tensor, name: str) -> Tensor:
                 f"{embeddings.shape[1]}"
             )
         return query.detach().float()
-    i = operator.index(query)
+    i = check_int(name, query, minimum=None)
     if not 0 <= i < embeddings.shape[0]:
         raise ValueError(
             f"{name}={i} is outside range({embeddings.shape[0]})"
@@ -581,15 +562,17 @@ def nearest_neighbours(
         ``(index, similarity)`` pairs, most similar first.
 
     Raises:
-        ValueError: if ``k`` is below 1, or ``embeddings``/``query`` is
-            invalid.
+        TypeError: if ``k``, ``query`` or an index of ``exclude`` is not
+            an int.
+        ValueError: if ``k`` is below 1, an index of ``exclude`` is not a
+            row (negative indices are not allowed), or
+            ``embeddings``/``query`` is invalid.
     """
-    if operator.index(k) < 1:
-        raise ValueError(f"k={k} must be >= 1")
+    k = check_int("k", k)
     sims = cosine_similarities(embeddings, query).clone()
-    skip = list(exclude)
+    skip = check_token_ids(exclude, sims.shape[0], "exclude")
     if not isinstance(query, Tensor) or query.dim() == 0:
-        skip.append(operator.index(query))
+        skip.append(int(query))
     if skip:
         sims[torch.tensor(skip, dtype=torch.long)] = -float("inf")
     k = min(k, int(torch.isfinite(sims).sum()))
