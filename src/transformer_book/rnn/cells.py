@@ -327,7 +327,7 @@ class RNNCellBase(_TorchTwin):
         self.hidden_size = check_int("hidden_size", hidden_size)
         self.bias = bool(bias)
         rows = self.num_chunks * self.hidden_size
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.weight_ih = nn.Parameter(
             torch.empty(rows, self.input_size, **factory)
         )

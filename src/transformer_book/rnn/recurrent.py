@@ -103,12 +103,13 @@ class RNNBase(_TorchTwin):
         self.bidirectional = bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
 
-        rows = self.num_chunks * hidden_size
-        factory = {"device": device, "dtype": dtype}
-        for layer in range(num_layers):
+        H = self.hidden_size
+        rows = self.num_chunks * H
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        for layer in range(self.num_layers):
             # Layers above the first read both directions of the one below.
             in_features = (
-                input_size if layer == 0 else hidden_size * self.num_directions
+                self.input_size if layer == 0 else H * self.num_directions
             )
             for direction in range(self.num_directions):
                 sfx = self._suffix(layer, direction)
@@ -118,7 +119,7 @@ class RNNBase(_TorchTwin):
                 )
                 self.register_parameter(
                     f"weight_hh{sfx}",
-                    nn.Parameter(torch.empty(rows, hidden_size, **factory)),
+                    nn.Parameter(torch.empty(rows, H, **factory)),
                 )
                 for name in (f"bias_ih{sfx}", f"bias_hh{sfx}"):
                     param = (
@@ -192,7 +193,7 @@ class RNNBase(_TorchTwin):
 
         Adds the batch dimension to unbatched input and removes it again.
         """
-        dtype = self.weight_ih_l0.dtype
+        dtype = self._params(0, 0)[0].dtype
         unbatched = _check_input(input, self.input_size, dtype, 3)
         if input.size(-2) == 0:
             raise ValueError("input has no time steps (T=0)")

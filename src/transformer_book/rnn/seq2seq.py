@@ -428,7 +428,7 @@ class RNNSeq2Seq(nn.Module):
     def _source_mask(self, src: Tensor, src_mask: object) -> Tensor:
         """Turn lengths or a mask into a checked ``(B, S)`` bool mask."""
         B, S = src.shape
-        check_tensor("src_mask", src_mask, ndim=(1, 2))
+        src_mask = check_tensor("src_mask", src_mask, ndim=(1, 2))
         if src_mask.dtype != torch.bool:  # lengths (B,)
             if src_mask.is_floating_point():
                 raise TypeError(
@@ -566,10 +566,9 @@ class RNNSeq2Seq(nn.Module):
                 tgt_in[:, t], state, memory
             )
             logits.append(step_logits)
-            weights.append(w)
-        attention = (
-            torch.stack(weights, 1) if self.attention is not None else None
-        )  # (B, T, S)
+            if w is not None:
+                weights.append(w)
+        attention = torch.stack(weights, 1) if weights else None  # (B, T, S)
         return Seq2SeqOutput(torch.stack(logits, 1), attention)
 
     @torch.no_grad()
