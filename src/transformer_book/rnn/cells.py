@@ -124,7 +124,17 @@ class _TorchTwin(nn.Module):
     @classmethod
     def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
         """Constructor arguments that rebuild ``module``'s configuration."""
-        raise NotImplementedError
+        weight = next(module.parameters())
+        kwargs = {
+            "input_size": module.input_size,
+            "hidden_size": module.hidden_size,
+            "bias": module.bias,
+            "device": weight.device,
+            "dtype": weight.dtype,
+        }
+        if hasattr(module, "nonlinearity"):  # nn.RNNCell and nn.RNN
+            kwargs["nonlinearity"] = module.nonlinearity
+        return kwargs
 
     @classmethod
     def from_torch(cls: type[_Twin], module: nn.Module) -> _Twin:
@@ -346,17 +356,6 @@ class RNNCellBase(_TorchTwin):
         text = f"{self.input_size}, {self.hidden_size}"
         return text if self.bias else f"{text}, bias=False"
 
-    @classmethod
-    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
-        weight = module.weight_ih
-        return {
-            "input_size": module.input_size,
-            "hidden_size": module.hidden_size,
-            "bias": module.bias,
-            "device": weight.device,
-            "dtype": weight.dtype,
-        }
-
     def _weights(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
         return (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
@@ -429,13 +428,6 @@ class RNNCell(RNNCellBase):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, nonlinearity={self.nonlinearity!r}"
-
-    @classmethod
-    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
-        return {
-            **super()._twin_kwargs(module),
-            "nonlinearity": module.nonlinearity,
-        }
 
     def _step(self, x: Tensor, state: list[Tensor]) -> tuple[Tensor]:
         return (

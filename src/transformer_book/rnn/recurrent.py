@@ -272,16 +272,11 @@ class RNNBase(_TorchTwin):
 
     @classmethod
     def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
-        weight = module.weight_ih_l0
         return {
-            "input_size": module.input_size,
-            "hidden_size": module.hidden_size,
+            **super()._twin_kwargs(module),
             "num_layers": module.num_layers,
-            "bias": module.bias,
             "dropout": float(module.dropout),
             "bidirectional": module.bidirectional,
-            "device": weight.device,
-            "dtype": weight.dtype,
         }
 
 
@@ -351,13 +346,6 @@ class RNN(RNNBase):
         if self.nonlinearity != "tanh":
             text += f", nonlinearity={self.nonlinearity!r}"
         return text
-
-    @classmethod
-    def _twin_kwargs(cls, module: Any) -> dict[str, Any]:
-        return {
-            **super()._twin_kwargs(module),
-            "nonlinearity": module.nonlinearity,
-        }
 
     def _step(
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
