@@ -10,14 +10,17 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ._checks import check_int
+
 __all__ = [
+    "MAX_SEED",
     "PRESETS",
     "PRESET_ENV_VAR",
     "Timer",
@@ -34,6 +37,10 @@ PRESETS: tuple[str, ...] = ("cpu", "gpu")
 
 #: Environment variable that forces a preset.
 PRESET_ENV_VAR = "BOOK_PRESET"
+
+#: The largest seed :func:`seed_everything` accepts: NumPy's legacy
+#: generator takes seeds below 2**32 (PyTorch's go up to 2**64 - 1).
+MAX_SEED = 2**32 - 1
 
 
 def device() -> torch.device:
@@ -79,8 +86,12 @@ def preset() -> str:
 def seed_everything(seed: int) -> torch.Generator:
     """Seed Python's, NumPy's and PyTorch's random number generators.
 
+    The seed is checked before any generator is touched, so a bad seed
+    seeds nothing.
+
     Args:
-        seed: a non-negative integer.
+        seed: an integer in ``0 .. MAX_SEED`` (``2**32 - 1``, the range
+            every one of the three generators accepts).
 
     Returns:
         A fresh CPU ``torch.Generator`` seeded with ``seed``, for code that
@@ -88,26 +99,28 @@ def seed_everything(seed: int) -> torch.Generator:
 
     Raises:
         TypeError: if ``seed`` is not an integer.
-        ValueError: if ``seed`` is negative.
+        ValueError: if ``seed`` is outside ``0 .. MAX_SEED``.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed={seed} must be non-negative")
+    seed = check_int("seed", seed, minimum=0)
+    if seed > MAX_SEED:
+        raise ValueError(
+            f"seed={seed} must be at most MAX_SEED = 2**32 - 1, the largest "
+            "seed NumPy accepts"
+        )
     random.seed(seed)
-    np.random.seed(seed % 2**32)
+    np.random.seed(seed)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
 
 
-def synchronize(dev: torch.device | str | None = None) -> None:
-    """Wait for queued work on ``dev`` (CUDA or MPS) to finish.
+def synchronize(device: torch.device | str | None = None) -> None:
+    """Wait for queued work on ``device`` (CUDA or MPS) to finish.
 
     Args:
-        dev: the device to wait for; ``None`` waits for every CUDA device
-            when CUDA is available. The CPU never needs waiting for.
+        device: the device to wait for; ``None`` waits for every CUDA
+            device when CUDA is available. The CPU never needs waiting for.
     """
-    kind = torch.device(dev).type if dev is not None else None
+    kind = torch.device(device).type if device is not None else None
     if kind in (None, "cuda") and torch.cuda.is_available():
         torch.cuda.synchronize()
     elif kind == "mps":
@@ -121,10 +134,16 @@ class Timer:
     The device is synchronised before the clock starts and before it is
     read, so queued GPU kernels are counted in the block that launched them.
 
+    Args:
+        device: the device to synchronise (see :func:`synchronize`).
+
+    Attributes:
+        seconds: the elapsed time, NaN until the block has ended.
+
     Example:
-        >>> with Timer() as t:
-        ...     _ = sum(range(1000))
-        >>> t.seconds >= 0
+        >>> with Timer("cpu") as t:
+        ...     total = sum(range(1000))
+        >>> t.seconds >= 0.0
         True
     """
 
@@ -143,18 +162,25 @@ class Timer:
 
 
 @contextmanager
-def timed(dev: torch.device | str | None = None) -> Iterator[Timer]:
-    """Time a ``with`` block; a functional spelling of :class:`Timer`."""
-    with Timer(dev) as t:
+def timed(device: torch.device | str | None = None) -> Iterator[Timer]:
+    """Time a ``with`` block; a functional spelling of :class:`Timer`.
+
+    Args:
+        device: the device to synchronise (see :func:`synchronize`).
+
+    Yields:
+        The :class:`Timer`; its ``seconds`` are set when the block ends.
+    """
+    with Timer(device) as t:
         yield t
 
 
 def benchmark(
-    fn,
+    fn: Callable[[], object],
     *,
     repeats: int = 5,
     warmup: int = 1,
-    dev: torch.device | str | None = None,
+    device: torch.device | str | None = None,
 ) -> float:
     """Median wall-clock seconds of ``fn()`` over ``repeats`` calls.
 
@@ -162,23 +188,24 @@ def benchmark(
         fn: a callable with no arguments.
         repeats: timed calls, at least 1.
         warmup: untimed calls made first (allocations, lazy init).
-        dev: the device to synchronise.
+        device: the device to synchronise.
 
     Returns:
         The median time of one call in seconds.
 
     Raises:
+        TypeError: if ``fn`` is not callable or a count is not an int.
         ValueError: if ``repeats < 1`` or ``warmup < 0``.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats={repeats} must be at least 1")
-    if warmup < 0:
-        raise ValueError(f"warmup={warmup} must be non-negative")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    repeats = check_int("repeats", repeats)
+    warmup = check_int("warmup", warmup, minimum=0)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        with Timer(dev) as t:
+        with Timer(device) as t:
             fn()
         times.append(t.seconds)
     return float(np.median(times))
