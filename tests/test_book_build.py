@@ -45,7 +45,8 @@ def make_book(root: Path, code: str, *others: str) -> Path:
     (root / "scripts").mkdir(exist_ok=True)
     shutil.copy(ROOT / "_config.yml", root)
     shutil.copy(ROOT / "references.bib", root)
-    shutil.copy(ROOT / "scripts" / "execute_pages.py", root / "scripts")
+    for script in ("execute_pages.py", "author_year_bib.py"):
+        shutil.copy(ROOT / "scripts" / script, root / "scripts")
     toc = "format: jb-book\nroot: book/page\n"
     if others:
         toc += "chapters:\n"

@@ -148,15 +148,54 @@ def test_intro_loads_cleanly_with_figure_and_math(visit):
 
 
 def chapter_pages() -> list[str]:
-    """The chapters listed in ``_toc.yml`` (every part), as HTML paths."""
+    """Every page listed in ``_toc.yml`` (chapters and their sections)."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [
-        f"{chapter['file']}.html"
-        for part in toc["parts"]
-        for chapter in part["chapters"]
-    ]
+    files: list[str] = []
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            files.append(f"{entry['file']}.html")
+            walk(entry.get("sections", []))
+
+    for part in toc["parts"]:
+        walk(part["chapters"])
+    return files
+
+
+# Role syntax that reached the page as text: a role that did not render.
+RAW_ROLE = re.compile(r"\{(glue|cite|numref|ref|doc|eq|term)[:}]|`\{")
+
+# The article's text without code (cells, blocks): what the prose shows.
+PROSE_TEXT_JS = """
+() => {
+  const article = document.querySelector("article").cloneNode(true);
+  article.querySelectorAll("pre, .cell_input, .highlight")
+    .forEach((node) => node.remove());
+  return article.innerText;
+}
+"""
+
+# What each image in a page's article must be: inside a numbered figure
+# with a caption, with alt text in words (not a file name).
+FIGURE_PROBLEMS_JS = """
+() => [...document.querySelectorAll("article img")].map((img) => {
+  const figure = img.closest("figure");
+  const problems = [];
+  if (!figure) problems.push("not in a figure");
+  else {
+    const caption = figure.querySelector("figcaption");
+    if (!caption || !caption.innerText.trim()) problems.push("no caption");
+    if (!figure.querySelector(".caption-number")) problems.push("no number");
+  }
+  const alt = (img.getAttribute("alt") || "").trim();
+  if (!alt || /[\\/]|\\.(png|svg|jpe?g|gif)$/i.test(alt))
+    problems.push(`alt text ${JSON.stringify(alt)}`);
+  return problems.length
+    ? `${img.getAttribute("src")}: ${problems.join(", ")}` : null;
+}).filter((p) => p)
+"""
 
 
 @pytest.mark.parametrize("path", chapter_pages())
@@ -179,6 +218,88 @@ def test_every_chapter_loads_with_its_figures_and_math(visit, path):
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
     assert visit.real_errors() == [], path
     assert visit.blocked == [], path
+    # No role left as raw text ({glue:text}`x`, {cite}`y`, `{...`).
+    text = page.evaluate(PROSE_TEXT_JS)
+    raw = sorted({m.group(0) for m in RAW_ROLE.finditer(text)})
+    assert not raw, (path, raw)
+    # Every image is a numbered, captioned figure with alt text in words.
+    assert page.evaluate(FIGURE_PROBLEMS_JS) == [], path
+
+
+@pytest.mark.parametrize("path", chapter_pages())
+def test_every_page_has_its_buttons(visit, path):
+    """Repository, issue, edit, download (.ipynb, .md) and launch buttons."""
+    visit.goto(path)
+    page = visit.page
+    for selector in (
+        ".btn-source-repository-button",
+        ".btn-source-issues-button",
+        ".btn-source-edit-button",
+        ".btn-download-source-button",
+    ):
+        assert page.locator(selector).count() == 1, (path, selector)
+    # One search box: the sidebar's, none in the header.
+    assert page.locator(".search-button-field").count() == 1, path
+    if page.locator(".cell").count():
+        # A notebook page: its .ipynb download and its launch buttons.
+        assert page.locator(".btn-download-notebook-button").count() == 1
+        launch = page.locator("a[title^='Launch on']").evaluate_all(
+            "links => links.map(a => a.href)"
+        )
+        assert any("mybinder.org" in href for href in launch), launch
+        assert all(
+            "transformer-book/transformer-book" in href for href in launch
+        ), launch
+
+
+def test_download_links_resolve_on_the_built_site(visit):
+    """The .ipynb and .md downloads are served (HTTP 200)."""
+    visit.goto("book/intro.html")
+    page = visit.page
+    repo = page.locator(".btn-source-repository-button")
+    assert repo.get_attribute("href") == (
+        "https://github.com/transformer-book/transformer-book"
+    )
+    for selector in (
+        ".btn-download-notebook-button",
+        ".btn-download-source-button",
+    ):
+        href = page.locator(selector).get_attribute("href")
+        url = page.evaluate("(h) => new URL(h, location.href).href", href)
+        response = page.request.get(url)
+        assert response.status == 200, (selector, url, response.status)
+        body = response.text()
+        if selector.endswith("notebook-button"):
+            assert url.endswith(".ipynb")
+            assert '"cells"' in body and "nbformat" in body
+        else:
+            assert url.endswith(".md") and "kernelspec" in body
+
+
+def test_bibliography_is_author_year_with_links(visit):
+    visit.goto("book/reference/bibliography.html")
+    entries = visit.page.locator("[role='doc-biblioentry']")
+    assert entries.count() >= 10
+    labels = visit.page.locator(".citation .label").all_inner_texts()
+    # "[Vaswani et al., 2017]", never alphabetic labels like "[VSP+17]".
+    assert labels and all(
+        re.fullmatch(r"\[?[^\[\],]+, \d{4}[a-z]?\]?", label.strip())
+        for label in labels
+    ), labels
+    hrefs = entries.evaluate_all(
+        "items => items.map(e => [...e.querySelectorAll('a')]"
+        ".map(a => a.href).join(' '))"
+    )
+    texts = entries.all_inner_texts()
+    # A link off the site: DOI, arXiv or the publisher's page.
+    linked = re.compile(r"https?://(?!127\.0\.0\.1)")
+    unlinked = [
+        t[:60]
+        for t, h in zip(texts, hrefs, strict=True)
+        if not linked.search(h)
+    ]
+    # Gage (1994) appeared in print only: no DOI, arXiv id or stable URL.
+    assert [t for t in unlinked if "Philip Gage" not in t] == []
 
 
 def test_citation_resolves_to_bibliography(visit):
