@@ -1,0 +1,961 @@
+"""Training: one loop for every model of the book, and atomic checkpoints.
+
+A model trains through :func:`train`, whatever its forward returns: the
+caller writes a ``step(batch)`` function that returns the loss (or the loss
+and a dictionary of metrics), and the loop does the rest: ``zero_grad``,
+``backward``, optional gradient clipping, ``optimizer.step`` and
+``scheduler.step``, a tqdm progress bar, evaluation, checkpoints, and a
+:class:`History` of everything it measured, ready to plot.
+
+Checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`) are written
+atomically (a temporary file in the same directory, then a rename) and hold
+the random number generators' states, so that a run stopped after any step,
+even in the middle of an epoch of shuffled batches, resumes exactly: the
+losses after resuming equal those of the run that never stopped.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Linear(3, 1)
+    >>> count_parameters(model)
+    4
+    >>> x, y = torch.randn(8, 3), torch.randn(8, 1)
+    >>> def step(batch):
+    ...     inputs, targets = batch
+    ...     return nn.functional.mse_loss(model(inputs), targets)
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> history = train(step, [(x, y)], optimizer, epochs=20, progress=False)
+    >>> len(history.losses), history.steps[-1]
+    (20, 20)
+    >>> history.losses[-1] < history.losses[0]
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random
+import secrets
+from collections.abc import (
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+from tqdm import tqdm
+
+from transformer_book._checks import check_int, check_number, check_tensor
+
+__all__ = [
+    "History",
+    "WarmupCosine",
+    "count_parameters",
+    "load_checkpoint",
+    "save_checkpoint",
+    "train",
+    "warmup_cosine",
+]
+
+#: What a step function returns: the loss, or the loss and its metrics.
+StepOutput = Tensor | tuple[Tensor, Mapping[str, Any]]
+
+# Written into every checkpoint, so that a future layout can be told apart.
+_FORMAT = "transformer_book.training/1"
+
+
+# --------------------------------------------------------------------------
+# Counting parameters
+# --------------------------------------------------------------------------
+
+
+def count_parameters(module: nn.Module, *, trainable_only: bool = True) -> int:
+    """Return the number of parameters of ``module``.
+
+    A parameter shared by several submodules (tied embeddings) is counted
+    once, as ``module.parameters()`` yields it once.
+
+    Args:
+        module: the model or layer.
+        trainable_only: count only parameters with ``requires_grad``.
+
+    Returns:
+        The number of scalar parameters.
+
+    Raises:
+        TypeError: if ``module`` is not an ``nn.Module``.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be an nn.Module, got {type(module).__name__}"
+        )
+    return sum(
+        p.numel()
+        for p in module.parameters()
+        if p.requires_grad or not trainable_only
+    )
+
+
+# --------------------------------------------------------------------------
+# The learning-rate schedule
+# --------------------------------------------------------------------------
+
+
+class WarmupCosine:
+    """Learning-rate factor: linear warmup, then a cosine decay.
+
+    A callable class rather than a lambda, so that ``LambdaLR.state_dict``
+    saves it and a checkpoint restores it. For scheduler step ``s`` (the
+    number of ``scheduler.step()`` calls so far), with ``W`` warmup steps,
+    ``T`` total steps and ``r`` the final ratio:
+
+    ::
+
+        f(s) = (s + 1) / (W + 1)                     if s < W
+        f(s) = r + (1 - r) (1 + cos(pi p)) / 2       otherwise,
+               with p = min(1, (s - W) / (T - W))
+
+    The first step already moves the weights (``f(0) > 0``), the factor is
+    1 at the end of the warmup, reaches ``r`` at step ``T`` and stays there
+    (Loshchilov and Hutter, 2017, without restarts; Goyal et al., 2017, for
+    the warmup).
+
+    Args:
+        warmup_steps: steps of linear warmup ``W`` (0 for none).
+        total_steps: the step ``T`` at which the factor reaches
+            ``min_lr_ratio``; usually the number of optimizer steps.
+        min_lr_ratio: the final factor ``r``, in ``[0, 1]``.
+
+    Raises:
+        TypeError: if an argument is not a number.
+        ValueError: if ``warmup_steps >= total_steps`` or ``min_lr_ratio``
+            is outside ``[0, 1]``.
+    """
+
+    def __init__(
+        self, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
+    ) -> None:
+        self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
+        self.total_steps = check_int("total_steps", total_steps)
+        if self.warmup_steps >= self.total_steps:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} must be less than "
+                f"total_steps={self.total_steps}"
+            )
+        self.min_lr_ratio = check_number(
+            "min_lr_ratio", min_lr_ratio, minimum=0.0, maximum=1.0
+        )
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / (self.warmup_steps + 1)
+        progress = (step - self.warmup_steps) / (
+            self.total_steps - self.warmup_steps
+        )
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine
+
+    def __repr__(self) -> str:
+        return (
+            f"WarmupCosine(warmup_steps={self.warmup_steps}, "
+            f"total_steps={self.total_steps}, "
+            f"min_lr_ratio={self.min_lr_ratio})"
+        )
+
+
+def warmup_cosine(
+    optimizer: Optimizer,
+    *,
+    warmup_steps: int,
+    total_steps: int,
+    min_lr_ratio: float = 0.0,
+) -> LambdaLR:
+    """Return a ``LambdaLR`` with linear warmup and cosine decay.
+
+    Each parameter group's learning rate is its initial ``lr`` times
+    :class:`WarmupCosine`'s factor. :func:`train` calls ``scheduler.step()``
+    after every optimizer step, so ``total_steps`` counts optimizer steps.
+
+    Args:
+        optimizer: the optimizer whose learning rates the schedule sets.
+        warmup_steps: steps of linear warmup (0 for none).
+        total_steps: the step at which the rate reaches its minimum.
+        min_lr_ratio: the final rate as a fraction of the initial one.
+
+    Returns:
+        The scheduler; its ``state_dict`` round-trips through checkpoints.
+
+    Raises:
+        TypeError: if ``optimizer`` is not an optimizer, or a number is not
+            one.
+        ValueError: as for :class:`WarmupCosine`.
+
+    Example:
+        >>> import torch
+        >>> p = torch.nn.Parameter(torch.zeros(1))
+        >>> opt = torch.optim.SGD([p], lr=1.0)
+        >>> sched = warmup_cosine(opt, warmup_steps=3, total_steps=10)
+        >>> [round(sched.lr_lambdas[0](s), 3) for s in (0, 3, 10)]
+        [0.25, 1.0, 0.0]
+    """
+    _check_optimizer(optimizer)
+    factor = WarmupCosine(
+        warmup_steps=warmup_steps,
+        total_steps=total_steps,
+        min_lr_ratio=min_lr_ratio,
+    )
+    return LambdaLR(optimizer, factor)
+
+
+# --------------------------------------------------------------------------
+# History
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class History:
+    """What a training run measured, in lists that plot directly.
+
+    Per-step lists line up with :attr:`steps` and per-evaluation lists with
+    :attr:`eval_steps`; a metric that a step or an evaluation did not return
+    is recorded as NaN there, so the lists stay aligned (matplotlib leaves a
+    gap). ``plt.plot(history.steps, history.losses)`` draws the curve.
+
+    Attributes:
+        steps: the global step number of each optimizer step, from 1.
+        losses: the training loss of each step.
+        lrs: the learning rate of the first parameter group at each step.
+        metrics: the step function's metrics, by name, one value per step
+            (``"grad_norm"``, the norm before clipping, when clipping).
+        epoch_losses: the mean training loss of each completed epoch.
+        eval_steps: the global step after which each evaluation ran.
+        eval_metrics: the evaluation results, by name (a single number is
+            recorded as ``"loss"``).
+    """
+
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    epoch_losses: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_metrics: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the history as plain lists and dicts (for checkpoints)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> History:
+        """Rebuild a history from :meth:`to_dict`'s output.
+
+        Raises:
+            TypeError: if ``data`` is not a mapping.
+            ValueError: if it has keys that a history does not.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError(
+                f"history must be a mapping, got {type(data).__name__}"
+            )
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"history has unknown keys {sorted(unknown)}")
+        return cls(**copy.deepcopy(dict(data)))
+
+    def _record(
+        self, step: int, loss: float, lr: float, metrics: Mapping[str, float]
+    ) -> None:
+        self.steps.append(step)
+        self.losses.append(loss)
+        self.lrs.append(lr)
+        _append_aligned(self.metrics, metrics, len(self.steps))
+
+    def _record_eval(self, step: int, results: Mapping[str, float]) -> None:
+        self.eval_steps.append(step)
+        _append_aligned(self.eval_metrics, results, len(self.eval_steps))
+
+
+def _append_aligned(
+    table: dict[str, list[float]], values: Mapping[str, float], length: int
+) -> None:
+    """Append ``values`` to ``table``'s lists, padding gaps with NaN."""
+    for name, value in values.items():
+        table.setdefault(name, [math.nan] * (length - 1)).append(value)
+    for column in table.values():
+        if len(column) < length:
+            column.append(math.nan)
+
+
+def _as_metrics(name: str, values: Any) -> dict[str, float]:
+    """Return ``values`` (a mapping of numbers) as ``{str: float}``."""
+    if not isinstance(values, Mapping):
+        raise TypeError(
+            f"{name} must be a dict of numbers, got {type(values).__name__}"
+        )
+    out = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{name} keys must be str, got {key!r}")
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"{name}[{key!r}] must be a single number, got a "
+                    f"tensor of shape {tuple(value.shape)}"
+                )
+            value = value.item()
+        if isinstance(value, (bool, str, bytes)) or not hasattr(
+            value, "__float__"
+        ):
+            raise TypeError(
+                f"{name}[{key!r}] must be a number, got "
+                f"{type(value).__name__}"
+            )
+        out[key] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Random number generators
+# --------------------------------------------------------------------------
+
+
+def _rng_state(generators: Sequence[torch.Generator]) -> dict[str, Any]:
+    """Return the states of every generator a training step may draw from.
+
+    NumPy's state is stored as a tensor and plain numbers, so that the
+    checkpoint loads with ``torch.load(weights_only=True)``.
+    """
+    np_state = np.random.get_state(legacy=False)
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": {
+            "key": torch.from_numpy(
+                np_state["state"]["key"].astype(np.int64)
+            ),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "generators": [g.get_state() for g in generators],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(
+    state: Mapping[str, Any],
+    generators: Sequence[torch.Generator],
+    *,
+    strict: bool = True,
+) -> None:
+    """Restore what :func:`_rng_state` (or an epoch snapshot) saved.
+
+    The saved generator states are restored into ``generators`` in order;
+    with no ``generators`` and ``strict=False`` they are ignored.
+    """
+    saved = state.get("generators", [])
+    if (strict or generators) and len(saved) != len(generators):
+        raise ValueError(
+            f"the checkpoint holds {len(saved)} generator state(s) but "
+            f"{len(generators)} generator(s) were given to restore"
+        )
+    for generator, generator_state in zip(generators, saved, strict=False):
+        generator.set_state(generator_state)
+    torch.set_rng_state(state["torch"])
+    if "python" in state:
+        random.setstate(state["python"])
+    if "numpy" in state:
+        np_state = state["numpy"]
+        np.random.set_state(
+            (
+                "MT19937",
+                np_state["key"].numpy().astype(np.uint32),
+                np_state["pos"],
+                np_state["has_gauss"],
+                np_state["gauss"],
+            )
+        )
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        if len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def _find_generators(
+    batches: Any, extra: Sequence[torch.Generator]
+) -> list[torch.Generator]:
+    """Return the generators that shuffle ``batches``, each once.
+
+    A ``DataLoader`` keeps one as ``generator``, and its sampler (or its
+    batch sampler's sampler) may hold another.
+    """
+    found: list[Any] = [getattr(batches, "generator", None)]
+    for owner in (batches, getattr(batches, "batch_sampler", None)):
+        sampler = getattr(owner, "sampler", None)
+        found.append(getattr(sampler, "generator", None))
+    for i, generator in enumerate(extra):
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"generators[{i}] must be a torch.Generator, got "
+                f"{type(generator).__name__}"
+            )
+    found.extend(extra)
+    unique: list[torch.Generator] = []
+    for generator in found:
+        if isinstance(generator, torch.Generator) and not any(
+            generator is g for g in unique
+        ):
+            unique.append(generator)
+    return unique
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got "
+            f"{type(optimizer).__name__}"
+        )
+
+
+def _check_module(name: str, module: Any) -> None:
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"{name} must be an nn.Module, got {type(module).__name__}"
+        )
+
+
+def _check_scheduler(scheduler: Any) -> None:
+    if scheduler is not None and not all(
+        callable(getattr(scheduler, name, None))
+        for name in ("step", "state_dict", "load_state_dict")
+    ):
+        raise TypeError(
+            "scheduler must be a learning-rate scheduler (with step, "
+            f"state_dict and load_state_dict), got {type(scheduler).__name__}"
+        )
+
+
+def _atomic_save(payload: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename.
+
+    The temporary file is opened with mode ``0o666``, which the operating
+    system narrows by the umask, so the checkpoint ends with the usual
+    permissions (``mkstemp`` would leave it readable by its owner only). On
+    any error the temporary file is removed and ``path`` is untouched.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _payload(
+    *,
+    model: nn.Module,
+    optimizer: Optimizer | None,
+    scheduler: Any,
+    step: int,
+    epoch: int,
+    history: History | None,
+    extra: Any,
+    generators: Sequence[torch.Generator],
+    loop: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    _check_module("model", model)
+    if optimizer is not None:
+        _check_optimizer(optimizer)
+    _check_scheduler(scheduler)
+    if history is not None and not isinstance(history, History):
+        raise TypeError(
+            f"history must be a History, got {type(history).__name__}"
+        )
+    return {
+        "format": _FORMAT,
+        "model": model.state_dict(),
+        "optimizer": None if optimizer is None else optimizer.state_dict(),
+        "scheduler": None if scheduler is None else scheduler.state_dict(),
+        "step": check_int("step", step, minimum=0),
+        "epoch": check_int("epoch", epoch, minimum=0),
+        "history": (history or History()).to_dict(),
+        "rng": _rng_state(_find_generators(None, generators)),
+        "loop": None if loop is None else dict(loop),
+        "extra": extra,
+    }
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    model: nn.Module,
+    optimizer: Optimizer | None = None,
+    scheduler: Any = None,
+    step: int = 0,
+    epoch: int = 0,
+    history: History | None = None,
+    extra: Any = None,
+    generators: Sequence[torch.Generator] = (),
+) -> Path:
+    """Save a training state to ``path``, atomically.
+
+    The file is written beside ``path`` under a temporary name and renamed
+    over it, so ``path`` holds either the previous checkpoint or the new
+    one, never half of one. Parent directories are created. Besides the
+    given objects' ``state_dict``s, the checkpoint holds the states of
+    PyTorch's (CPU and CUDA), Python's and NumPy's global generators and of
+    ``generators``.
+
+    Args:
+        path: where to write (conventionally ``*.pt``).
+        model: the model.
+        optimizer: its optimizer, if training is to resume.
+        scheduler: its learning-rate scheduler.
+        step: the number of optimizer steps done.
+        epoch: the number of completed epochs.
+        history: the run's history so far.
+        extra: anything else to keep (plain data: numbers, strings, lists,
+            dicts, tensors, so that it loads with ``weights_only=True``).
+        generators: generators to save, such as the one that shuffles a
+            ``DataLoader``; :func:`load_checkpoint` restores them in order.
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        TypeError: if an argument has the wrong type.
+        ValueError: if ``step`` or ``epoch`` is negative.
+    """
+    path = Path(path)
+    payload = _payload(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        step=step,
+        epoch=epoch,
+        history=history,
+        extra=extra,
+        generators=generators,
+        loop=None,
+    )
+    _atomic_save(payload, path)
+    return path
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    model: nn.Module,
+    optimizer: Optimizer | None = None,
+    scheduler: Any = None,
+    generators: Sequence[torch.Generator] = (),
+    restore_rng: bool = True,
+    map_location: str | torch.device | None = "cpu",
+) -> dict[str, Any]:
+    """Load a checkpoint into ``model`` (and optimizer, scheduler).
+
+    The file is read with ``torch.load(weights_only=True)``: a checkpoint
+    cannot run code. Pass the returned state to ``train(resume=...)`` to
+    continue the run exactly where it stopped.
+
+    Args:
+        path: the checkpoint written by :func:`save_checkpoint` or
+            :func:`train`.
+        model: the model to load the weights into.
+        optimizer: the optimizer to restore, if any.
+        scheduler: the scheduler to restore, if any.
+        generators: generators to restore, in the order they were saved
+            (none: saved generator states are not restored).
+        restore_rng: whether to restore the global generators' states
+            (and ``generators``) as they were when the checkpoint was saved.
+        map_location: where tensors are loaded first; ``load_state_dict``
+            then copies them to the model's and optimizer's devices.
+
+    Returns:
+        The state: ``"step"``, ``"epoch"``, ``"history"`` (a
+        :class:`History`), ``"extra"``, and ``"rng"`` and ``"loop"``, which
+        :func:`train` reads to resume.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        TypeError: if an argument has the wrong type.
+        ValueError: if the file is not a checkpoint of this module, or it
+            lacks an optimizer or scheduler state that was asked for.
+    """
+    _check_module("model", model)
+    if optimizer is not None:
+        _check_optimizer(optimizer)
+    _check_scheduler(scheduler)
+    generators = _find_generators(None, generators)
+    state = torch.load(
+        Path(path), map_location=map_location, weights_only=True
+    )
+    if not isinstance(state, dict) or state.get("format") != _FORMAT:
+        raise ValueError(f"{path} is not a {_FORMAT} checkpoint")
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None and state[name] is None:
+            raise ValueError(f"{path} holds no {name} state to load")
+    model.load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    if restore_rng:
+        _set_rng_state(state["rng"], generators, strict=False)
+    state["history"] = History.from_dict(state["history"])
+    return state
+
+
+# --------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------
+
+
+def _split_output(output: Any) -> tuple[Tensor, dict[str, float]]:
+    """Return ``(loss, metrics)`` from what a step function returned."""
+    metrics: Any = {}
+    if isinstance(output, tuple):
+        if len(output) != 2:
+            raise ValueError(
+                "step must return a loss or (loss, metrics), got a tuple "
+                f"of {len(output)}"
+            )
+        output, metrics = output
+    loss = check_tensor("the loss returned by step", output, floating=True)
+    if loss.ndim != 0:
+        raise ValueError(
+            "the loss returned by step must be a scalar, got shape "
+            f"{tuple(loss.shape)}"
+        )
+    return loss, _as_metrics("the metrics returned by step", metrics)
+
+
+# Marks an exhausted iterator in next(iterator, _END).
+_END = object()
+
+
+@dataclass
+class _Position:
+    """Where a run is: what a checkpoint needs to continue it exactly."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # epochs completed
+    batch_in_epoch: int = 0  # batches of the current epoch done
+    # Generator states when the current epoch's iterator was created.
+    epoch_rng: dict[str, Any] | None = None
+    saved: tuple[int, int] = (-1, -1)  # (step, epoch) last checkpointed
+
+    def loop_state(self) -> dict[str, Any]:
+        return {
+            "batch_in_epoch": self.batch_in_epoch,
+            "epoch_rng": self.epoch_rng,
+        }
+
+
+def _resume(
+    state: Mapping[str, Any], generators: Sequence[torch.Generator]
+) -> tuple[History, _Position]:
+    """Return the history and position saved in ``state``; restore rng."""
+    if not isinstance(state, Mapping):
+        raise TypeError(
+            "resume must be the state returned by load_checkpoint, got "
+            f"{type(state).__name__}"
+        )
+    history = state["history"]
+    if not isinstance(history, History):
+        history = History.from_dict(history)
+    loop = state.get("loop") or {}
+    at = _Position(
+        step=state["step"],
+        epoch=state["epoch"],
+        batch_in_epoch=loop.get("batch_in_epoch", 0),
+        epoch_rng=loop.get("epoch_rng"),
+    )
+    if at.batch_in_epoch and at.epoch_rng is None:
+        raise ValueError("resume state lacks the interrupted epoch's rng")
+    _set_rng_state(state["rng"], generators)
+    return copy.deepcopy(history), at
+
+
+def _start_epoch(
+    batches: Any, at: _Position, generators: Sequence[torch.Generator]
+) -> Iterator[Any]:
+    """Return the iterator over epoch ``at.epoch``'s remaining batches.
+
+    A new epoch records the generators' states before its iterator draws
+    a shuffle order. After a mid-epoch resume, those recorded states are
+    restored to draw the same order again, the batches already done are
+    skipped, and the current states are put back.
+    """
+    skip = at.batch_in_epoch
+    if skip:
+        assert at.epoch_rng is not None
+        current = _rng_state(generators)
+        _set_rng_state(at.epoch_rng, generators)
+    else:
+        at.epoch_rng = {
+            "torch": torch.get_rng_state(),
+            "generators": [g.get_state() for g in generators],
+        }
+    iterator = iter(batches(at.epoch) if callable(batches) else batches)
+    for done in range(skip):
+        if next(iterator, _END) is _END:
+            raise ValueError(
+                f"resume expects {skip} batches done in epoch {at.epoch}, "
+                f"but the epoch has {done}"
+            )
+    if skip:
+        _set_rng_state(current, generators)
+    return iterator
+
+
+def _update(
+    step: Callable[[Any], StepOutput],
+    batch: Any,
+    optimizer: Optimizer,
+    scheduler: Any,
+    params: list[Tensor],
+    clip_grad_norm: float | None,
+) -> tuple[float, float, dict[str, float]]:
+    """One optimizer step on ``batch``; return its loss, lr and metrics."""
+    optimizer.zero_grad(set_to_none=True)
+    loss, metrics = _split_output(step(batch))
+    loss.backward()
+    if clip_grad_norm is not None:
+        norm = nn.utils.clip_grad_norm_(params, clip_grad_norm)
+        metrics["grad_norm"] = float(norm)
+    lr = float(optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return float(loss.detach()), lr, metrics
+
+
+def train(
+    step: Callable[[Any], StepOutput],
+    batches: Iterable[Any] | Callable[[int], Iterable[Any]],
+    optimizer: Optimizer,
+    *,
+    epochs: int | None = None,
+    max_steps: int | None = None,
+    scheduler: Any = None,
+    clip_grad_norm: float | None = None,
+    parameters: Iterable[Tensor] | None = None,
+    eval_fn: Callable[[], Any] | None = None,
+    eval_every: int | None = None,
+    model: nn.Module | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_every: int | None = None,
+    resume: Mapping[str, Any] | None = None,
+    generators: Sequence[torch.Generator] = (),
+    progress: bool | None = None,
+    description: str = "train",
+) -> History:
+    """Train with ``step`` over ``batches``; return the :class:`History`.
+
+    For every batch: ``optimizer.zero_grad()``, ``loss = step(batch)``,
+    ``loss.backward()``, gradient clipping (if asked), ``optimizer.step()``
+    and ``scheduler.step()``. Training runs for ``epochs`` passes over
+    ``batches`` or until ``max_steps`` optimizer steps are done, whichever
+    comes first.
+
+    Evaluation runs every ``eval_every`` steps, or after every epoch when
+    ``eval_every`` is not given, under ``torch.no_grad()`` and, when
+    ``model`` is given, in ``model.eval()`` mode (the loop puts the model
+    back in training mode after it).
+
+    Resuming: with ``checkpoint``, the state is saved every
+    ``checkpoint_every`` steps and when training stops. Load it with
+    :func:`load_checkpoint` into freshly built objects and call ``train``
+    again with the same arguments and ``resume=state``: the run continues
+    at the next batch, in the middle of an epoch if it stopped there, with
+    the same shuffle order and the same random draws (dropout), so its
+    losses equal those of a run that never stopped. The generators that
+    shuffle a ``DataLoader`` (its ``generator``, its sampler's) are found
+    and saved automatically. For this, ``batches`` must give the same
+    batches in each epoch given the generators' states (a ``DataLoader``,
+    a list, or a function of the epoch).
+
+    Args:
+        step: ``step(batch)`` returns the scalar loss, or ``(loss,
+            metrics)`` with ``metrics`` a dict of numbers to record.
+        batches: an iterable, iterated once per epoch (a ``DataLoader``, a
+            list), or a function ``epoch -> iterable`` (epochs from 0).
+        optimizer: the optimizer that updates the parameters.
+        epochs: the number of passes over ``batches``; by default 1, or
+            unlimited when ``max_steps`` is given.
+        max_steps: stop once this many optimizer steps are done in total
+            (counting those before a resume).
+        scheduler: a learning-rate scheduler stepped after every optimizer
+            step, such as :func:`warmup_cosine`'s.
+        clip_grad_norm: clip the gradients' global L2 norm to this value
+            (Pascanu et al., 2013); their norm before clipping is recorded
+            as the metric ``"grad_norm"``.
+        parameters: the parameters to clip; by default the optimizer's.
+        eval_fn: ``eval_fn()`` returns a number or a dict of numbers.
+        eval_every: evaluate every this many steps (default: every epoch).
+        model: the model; needed for checkpoints and for switching between
+            training and evaluation mode.
+        checkpoint: the checkpoint file to write.
+        checkpoint_every: also save every this many steps.
+        resume: the state returned by :func:`load_checkpoint`.
+        generators: more generators to save and restore, beyond those of a
+            ``DataLoader`` (for example one that ``batches(epoch)`` uses).
+        progress: show a tqdm progress bar; ``None`` shows it only when
+            standard error is a terminal (hidden when a book page runs).
+        description: the progress bar's label.
+
+    Returns:
+        The history; after a resume it also holds the steps before it.
+
+    Raises:
+        TypeError: if an argument has the wrong type, or ``step`` returns
+            something other than a floating scalar and metrics.
+        ValueError: if a count is not positive, ``checkpoint`` is given
+            without ``model``, an epoch yields no batch, or ``resume`` does
+            not match the batches.
+    """
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {type(step).__name__}")
+    if not (callable(batches) or isinstance(batches, Iterable)):
+        raise TypeError(
+            "batches must be an iterable or a function of the epoch, got "
+            f"{type(batches).__name__}"
+        )
+    _check_optimizer(optimizer)
+    _check_scheduler(scheduler)
+    if epochs is not None:
+        epochs = check_int("epochs", epochs)
+    if max_steps is not None:
+        max_steps = check_int("max_steps", max_steps)
+    if epochs is None and max_steps is None:
+        epochs = 1
+    if clip_grad_norm is not None:
+        clip_grad_norm = check_number(
+            "clip_grad_norm", clip_grad_norm, minimum=0.0, min_inclusive=False
+        )
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError(
+            f"eval_fn must be callable, got {type(eval_fn).__name__}"
+        )
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every)
+    if checkpoint_every is not None:
+        checkpoint_every = check_int("checkpoint_every", checkpoint_every)
+    if model is not None:
+        _check_module("model", model)
+    if checkpoint is not None and model is None:
+        raise ValueError("checkpoint needs model, to save its weights")
+    if checkpoint_every is not None and checkpoint is None:
+        raise ValueError("checkpoint_every needs a checkpoint path")
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(
+            f"progress must be True, False or None, got {progress!r}"
+        )
+    if parameters is None:
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+    else:
+        params = list(parameters)
+    generators = _find_generators(batches, generators)
+    history, at = History(), _Position()
+    if resume is not None:
+        history, at = _resume(resume, generators)
+    total = None
+    if not callable(batches) and isinstance(batches, Sized):
+        total = (epochs or 0) * len(batches) or None
+    if max_steps is not None:
+        total = max_steps if total is None else min(total, max_steps)
+
+    def save() -> None:
+        assert checkpoint is not None and model is not None
+        payload = _payload(
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            step=at.step,
+            epoch=at.epoch,
+            history=history,
+            extra=None,
+            generators=generators,
+            loop=at.loop_state(),
+        )
+        _atomic_save(payload, Path(checkpoint))
+        at.saved = (at.step, at.epoch)
+
+    def evaluate() -> None:
+        assert eval_fn is not None
+        if model is not None:
+            model.eval()
+        with torch.no_grad():
+            results = eval_fn()
+        if model is not None:
+            model.train()
+        if not isinstance(results, Mapping):
+            results = {"loss": results}
+        history._record_eval(at.step, _as_metrics("eval_fn()", results))
+
+    if model is not None:
+        model.train()
+    stopped = max_steps is not None and at.step >= max_steps
+    disable = None if progress is None else not progress
+    with tqdm(
+        total=total, initial=at.step, desc=description, disable=disable
+    ) as bar:
+        while not stopped and (epochs is None or at.epoch < epochs):
+            for batch in _start_epoch(batches, at, generators):
+                loss, lr, metrics = _update(
+                    step, batch, optimizer, scheduler, params, clip_grad_norm
+                )
+                at.step += 1
+                at.batch_in_epoch += 1
+                history._record(at.step, loss, lr, metrics)
+                bar.update(1)
+                if not bar.disable:
+                    bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
+                if eval_fn and eval_every and at.step % eval_every == 0:
+                    evaluate()
+                stopped = max_steps is not None and at.step >= max_steps
+                if stopped:
+                    break
+                if checkpoint_every and at.step % checkpoint_every == 0:
+                    save()
+            if stopped:
+                break
+            if at.batch_in_epoch == 0:
+                raise ValueError(
+                    f"batches yielded no batch in epoch {at.epoch}"
+                )
+            losses = history.losses[len(history.losses) - at.batch_in_epoch :]
+            history.epoch_losses.append(sum(losses) / len(losses))
+            if eval_fn is not None and eval_every is None:
+                evaluate()
+            at.epoch, at.batch_in_epoch = at.epoch + 1, 0
+        if checkpoint is not None and at.saved != (at.step, at.epoch):
+            save()
+    return history
