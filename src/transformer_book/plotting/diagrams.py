@@ -14,12 +14,14 @@ and returns the axes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from matplotlib import colormaps as mpl_colormaps
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgb
+from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from .._checks import check_int, check_tensor
@@ -163,7 +165,7 @@ def draw_unrolled_rnn(
     if not 1 <= num_steps <= 8:
         raise ValueError(f"num_steps={num_steps} must be between 1 and 8")
     ax = get_axes(ax, figsize=(1.6 + 1.45 * num_steps + 1.6, 3.0))
-    cell = {"w": 1.0, "h": 0.8, "color": _GATE, "size": 10}
+    cell: dict[str, Any] = {"w": 1.0, "h": 0.8, "color": _GATE, "size": 10}
 
     # Folded: one cell whose output loops back into it.
     _box(ax, 0.0, 0.0, "cell", **cell)
@@ -504,8 +506,8 @@ _MAX_TOKENS = 10  # keys, values or source tokens that fit the text column
 
 def _tint(color: str, amount: float) -> str:
     """``color`` mixed with white: ``amount`` 1 is the colour, 0 white."""
-    rgb = np.array(to_rgb(color))
-    return to_hex(1.0 - amount * (1.0 - rgb))
+    r, g, b = (1.0 - amount * (1.0 - c) for c in to_rgb(color))
+    return to_hex((r, g, b))
 
 
 _TENSOR = _tint(PALETTE[0], 0.28)  # activations: X, Q, K, V, A, Y
@@ -557,10 +559,9 @@ def _note(
     va: str = "center",
     size: float = 8.5,
     color: str = _MUTED,
-    **kwargs: object,
 ) -> None:
     """A small explanatory label outside the boxes."""
-    ax.text(x, y, text, ha=ha, va=va, fontsize=size, color=color, **kwargs)
+    ax.text(x, y, text, ha=ha, va=va, fontsize=size, color=color)
 
 
 def _new_axes(
@@ -598,7 +599,10 @@ def _finish(
     """
     first, scale, new = layout
     _canvas(ax, xlim, ylim)
-    width, height = ax.figure.get_size_inches()
+    figure = ax.get_figure(root=True)
+    if not isinstance(figure, Figure):  # never: axes have a root figure
+        raise TypeError("ax must belong to a figure")
+    width, height = figure.get_size_inches()
     if not new:
         box = ax.get_position()
         width, height = width * box.width, height * box.height

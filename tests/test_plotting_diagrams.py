@@ -1,0 +1,369 @@
+"""Tests of the teaching diagrams in ``transformer_book.plotting.diagrams``."""
+
+import itertools
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.axes import Axes
+
+from transformer_book import plotting
+from transformer_book.plotting import diagrams
+
+NEW_DIAGRAMS = [
+    diagrams.draw_qkv_flow,
+    diagrams.draw_query_row,
+    diagrams.draw_heads_split_merge,
+    diagrams.draw_cross_attention,
+    diagrams.draw_seq2seq_attention,
+]
+ALL_DIAGRAMS = [
+    diagrams.draw_unrolled_rnn,
+    diagrams.draw_lstm_cell,
+    diagrams.draw_gru_cell,
+    *NEW_DIAGRAMS,
+]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _texts(ax: Axes) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def _tagged(ax: Axes, gid: str) -> list:
+    return [p for p in ax.patches if p.get_gid() == gid]
+
+
+def _overlapping_texts(ax: Axes) -> list[tuple[str, str]]:
+    """Pairs of texts whose drawn extents overlap (1 px tolerance)."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [
+        (t.get_text(), t.get_window_extent(renderer).expanded(1.0, 1.0))
+        for t in ax.texts
+        if t.get_text().strip()
+    ]
+    clashes = []
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+        box_a, box_b = box_a.padded(-1.0), box_b.padded(-1.0)
+        if box_a.overlaps(box_b):
+            clashes.append((a, b))
+    return clashes
+
+
+# -- every diagram ---------------------------------------------------------
+
+
+def test_plotting_exports_every_diagram():
+    for name in diagrams.__all__:
+        assert getattr(plotting, name) is getattr(diagrams, name)
+
+
+@pytest.mark.parametrize("draw", ALL_DIAGRAMS)
+def test_diagrams_draw_on_given_axes_without_touching_rc(draw):
+    before = dict(mpl.rcParams)
+    _, ax = plt.subplots()
+    assert draw(ax=ax, title="t") is ax
+    assert ax.get_title() == "t"
+    assert len(ax.patches) >= 5  # boxes and arrows were drawn
+    assert not ax.axison  # a diagram, not a chart
+    assert dict(mpl.rcParams) == before
+
+
+@pytest.mark.parametrize("draw", NEW_DIAGRAMS)
+def test_new_diagrams_fit_the_text_column(draw):
+    ax = draw()
+    width, height = ax.figure.get_size_inches()
+    assert width <= 7.0 + 1e-9
+    assert 1.0 < height < 6.0
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        *ALL_DIAGRAMS,
+        lambda: diagrams.draw_qkv_flow(masked=False),
+        lambda: diagrams.draw_heads_split_merge(1),
+        lambda: diagrams.draw_heads_split_merge(8, d_model=512),
+        lambda: diagrams.draw_cross_attention(8, 10),
+        lambda: diagrams.draw_cross_attention(1, 1),
+        lambda: diagrams.draw_query_row([0.3, 0.7]),
+        lambda: diagrams.draw_query_row(
+            torch.full((10,), 0.1), [f"token{i}" for i in range(10)], query=9
+        ),
+        lambda: diagrams.draw_seq2seq_attention(1),
+        lambda: diagrams.draw_seq2seq_attention(
+            10, src_tokens=["hundred"] * 10
+        ),
+    ],
+)
+def test_diagram_texts_do_not_overlap(draw):
+    ax = draw()
+    assert _overlapping_texts(ax) == []
+
+
+def test_text_shrinks_when_a_long_row_is_squeezed_into_the_column():
+    def key_size(n):
+        ax = diagrams.draw_query_row(np.full(n, 1 / n))
+        key = next(t for t in ax.texts if t.get_text() == "$k_{1}$")
+        return key.get_size()
+
+    assert key_size(10) < key_size(4)
+
+
+# -- the recurrent cells -----------------------------------------------------
+
+
+def test_unrolled_rnn_labels_every_step():
+    ax = diagrams.draw_unrolled_rnn(3)
+    assert {"$x_1$", "$x_3$", "$h_0$", "$h_3$"} <= set(_texts(ax))
+    assert "$x_4$" not in _texts(ax)
+    with pytest.raises(ValueError, match="num_steps=9"):
+        diagrams.draw_unrolled_rnn(9)
+    with pytest.raises(TypeError, match="num_steps must be an int"):
+        diagrams.draw_unrolled_rnn("3")
+
+
+def test_lstm_and_gru_cells_draw_their_gates():
+    lstm = _texts(diagrams.draw_lstm_cell())
+    assert {"$f$", "$i$", "$g$", "$o$", "$c_{t-1}$", "$c_t$"} <= set(lstm)
+    gru = _texts(diagrams.draw_gru_cell())
+    assert {"$z$", "$r$", "$n$", "$h_{t-1}$", "$h_t$"} <= set(gru)
+    assert "$c_t$" not in gru
+
+
+def test_plot_tokenization_draws_one_box_per_token():
+    ax = diagrams.plot_tokenization({"word": ["the", " ", "cat"]})
+    assert {"the", "\u2423", "cat", "word"} <= set(_texts(ax))
+    assert len(ax.patches) == 3
+    with pytest.raises(ValueError, match="rows is empty"):
+        diagrams.plot_tokenization({})
+
+
+# -- Q, K, V flow ------------------------------------------------------------
+
+
+def test_qkv_flow_draws_each_step():
+    texts = _texts(diagrams.draw_qkv_flow())
+    for label in ("$X$", "$Q$", "$K$", "$V$", "$A$", "$Y$", "Softmax"):
+        assert label in texts
+    assert "$W^{(q)}$" in texts and "$W^{(v)}$" in texts
+    assert any(r"QK^\top" in t and "sqrt{d_k}" in t for t in texts)
+    assert "mask" in texts
+    assert "mask" not in _texts(diagrams.draw_qkv_flow(masked=False))
+
+
+def test_qkv_flow_rejects_a_non_bool_mask_flag():
+    with pytest.raises(TypeError, match="masked must be a bool, got str"):
+        diagrams.draw_qkv_flow(masked="yes")
+
+
+# -- one query's row ---------------------------------------------------------
+
+
+def test_query_row_bars_are_the_given_weights():
+    weights = torch.tensor([0.1, 0.2, 0.7])
+    ax = diagrams.draw_query_row(weights, ["a", "b", "c"], query=1)
+    bars = _tagged(ax, "weight")
+    assert len(bars) == 3
+    heights = np.array([b.get_height() for b in bars])
+    np.testing.assert_allclose(heights / heights.max(), [1 / 7, 2 / 7, 1])
+    texts = _texts(ax)
+    assert {"0.10", "0.20", "0.70", "a", "b", "c", "$q$: b"} <= set(texts)
+    assert any("Softmax" in t for t in texts)
+    assert len(_tagged(ax, "key")) == len(_tagged(ax, "value")) == 3
+    assert any("a_{n3} v_{3}" in t for t in texts)  # the weighted sum
+
+
+def test_query_row_default_is_the_illustrative_sentence():
+    texts = _texts(diagrams.draw_query_row())
+    assert {"the", "cat", "sat", "mat", "$q$: sat"} <= set(texts)
+
+
+def test_query_row_escapes_dollars_and_shortens_long_tokens():
+    ax = diagrams.draw_query_row([0.5, 0.5], ["$5", "extraordinarily"])
+    texts = _texts(ax)
+    assert r"\$5" in texts
+    assert "extraor\u2026" in texts
+    ax.figure.canvas.draw()  # neither is parsed as mathtext
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"weights": [0.5, 0.4]}, ValueError, "must sum to 1"),
+        ({"weights": [1.2, -0.2]}, ValueError, "weights must be non-negative"),
+        ({"weights": [0.5, float("nan")]}, ValueError, "NaN or infinite"),
+        ({"weights": ["a", "b"]}, TypeError, "weights must be numbers"),
+        ({"weights": np.full(11, 1 / 11)}, ValueError, "1 to 10 weights"),
+        ({"weights": []}, ValueError, "1 to 10 weights"),
+        ({"weights": torch.ones(2, 2) / 2}, ValueError, "weights must be 1-D"),
+        (
+            {"weights": [0.5, 0.5], "tokens": ["a"]},
+            ValueError,
+            "tokens has 1 tokens, expected 2",
+        ),
+        ({"weights": [0.5, 0.5], "tokens": "ab"}, TypeError, "tokens must"),
+        (
+            {"weights": [0.5, 0.5], "tokens": ["a", 1]},
+            TypeError,
+            "tokens must hold strings",
+        ),
+        ({"tokens": ["a", "b"]}, ValueError, "tokens were given without"),
+        ({"weights": [0.5, 0.5], "query": 2}, ValueError, "query=2 must"),
+        ({"weights": [0.5, 0.5], "query": -1}, ValueError, "query=-1"),
+        ({"weights": [0.5, 0.5], "query": 1.0}, TypeError, "query must be"),
+    ],
+)
+def test_query_row_rejects_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_query_row(**kwargs)
+
+
+# -- heads split and merged --------------------------------------------------
+
+
+@pytest.mark.parametrize("num_heads", [3, 5])
+def test_heads_split_merge_draws_one_box_per_head(num_heads):
+    ax = diagrams.draw_heads_split_merge(num_heads)
+    assert len(_tagged(ax, "head")) == num_heads
+    assert len(_tagged(ax, "split")) == num_heads
+    assert len(_tagged(ax, "concat")) == num_heads
+    texts = _texts(ax)
+    assert f"head {num_heads}" in texts
+    assert f"head {num_heads + 1}" not in texts
+    assert "$W^{(o)}$" in texts
+    assert any(f"$H = {num_heads}$ heads" in t for t in texts)
+
+
+def test_heads_split_merge_prints_the_sizes():
+    texts = _texts(diagrams.draw_heads_split_merge(4, d_model=512))
+    assert "$d_k = 128$ each" in texts
+    assert r"$d_\mathrm{model} = 512$" in texts
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((0,), {}, ValueError, "num_heads=0 must be positive"),
+        ((9,), {}, ValueError, "num_heads=9 must be between 1 and 8"),
+        ((2.0,), {}, TypeError, "num_heads must be an int"),
+        ((True,), {}, TypeError, "num_heads must be an int, got bool"),
+        ((4,), {"d_model": 510}, ValueError, "d_model=510 is not divisible"),
+        ((4,), {"d_model": -8}, ValueError, "d_model=-8 must be positive"),
+    ],
+)
+def test_heads_split_merge_rejects_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_heads_split_merge(*args, **kwargs)
+
+
+# -- cross-attention ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("q_len", "kv_len"), [(3, 5), (2, 7)])
+def test_cross_attention_grid_is_q_len_by_kv_len(q_len, kv_len):
+    ax = diagrams.draw_cross_attention(q_len, kv_len)
+    cells = _tagged(ax, "weight")
+    assert len(cells) == q_len * kv_len
+    xs = {round(c.get_x(), 6) for c in cells}
+    ys = {round(c.get_y(), 6) for c in cells}
+    assert (len(ys), len(xs)) == (q_len, kv_len)
+    texts = _texts(ax)
+    assert f"$x_{{{q_len}}}$" in texts and f"$y_{{{q_len}}}$" in texts
+    assert f"$z_{{{kv_len}}}$" in texts
+    assert f"$x_{{{q_len + 1}}}$" not in texts
+    assert any(f"{q_len} \\times {kv_len}" in t for t in texts)
+    assert any("K = ZW^{(k)}" in t for t in texts)
+    assert any("Softmax" in t for t in texts)
+
+
+def test_cross_attention_colours_the_given_weights():
+    weights = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.1, 0.8]])
+    ax = diagrams.draw_cross_attention(2, 3, weights=weights)
+    cells = _tagged(ax, "weight")  # row by row
+    darkness = [-sum(c.get_facecolor()[:3]) for c in cells]
+    assert np.argmax(darkness[:3]) == 0
+    assert np.argmax(darkness[3:]) == 2
+    assert darkness[0] > darkness[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((0, 5), {}, ValueError, "q_len=0 must be positive"),
+        ((3, 11), {}, ValueError, "kv_len=11 must be between 1 and 10"),
+        (("3", 5), {}, TypeError, "q_len must be an int"),
+        (
+            (2, 3),
+            {"weights": np.ones((3, 2)) / 2},
+            ValueError,
+            r"weights must have shape \(2, 3\), got \(3, 2\)",
+        ),
+        (
+            (1, 2),
+            {"weights": [[0.7, 0.7]]},
+            ValueError,
+            "each row of weights must sum to 1",
+        ),
+    ],
+)
+def test_cross_attention_rejects_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_cross_attention(*args, **kwargs)
+
+
+# -- RNN encoder-decoder with additive attention ------------------------------
+
+
+def test_seq2seq_attention_draws_encoder_scores_and_context():
+    ax = diagrams.draw_seq2seq_attention(
+        3, weights=[0.2, 0.5, 0.3], src_tokens=["un", "deux", "trois"]
+    )
+    assert len(_tagged(ax, "encoder")) == 3
+    assert len(_tagged(ax, "decoder")) == 2  # s_{i-1} and s_i
+    bars = _tagged(ax, "weight")
+    heights = np.array([b.get_height() for b in bars])
+    np.testing.assert_allclose(heights / heights.max(), [0.4, 1.0, 0.6])
+    texts = _texts(ax)
+    for label in ("$h_{3}$", "$s_{i-1}$", "$s_i$", "un", "trois", "0.50"):
+        assert label in texts
+    assert any("tanh" in t and "s_{i-1}" in t for t in texts)  # the score
+    assert any("Softmax" in t for t in texts)
+    assert any(r"c_i = \sum_j \alpha_{ij} h_j" in t for t in texts)
+
+
+def test_seq2seq_attention_default_weights_sum_to_one():
+    for src_len in (1, 4, 10):
+        ax = diagrams.draw_seq2seq_attention(src_len)
+        shown = [float(t) for t in _texts(ax) if t.startswith(("0.", "1."))]
+        assert len(shown) == src_len
+        assert sum(shown) == pytest.approx(1.0, abs=0.01 * src_len)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((0,), {}, ValueError, "src_len=0 must be positive"),
+        ((11,), {}, ValueError, "src_len=11 must be between 1 and 10"),
+        ((4.0,), {}, TypeError, "src_len must be an int"),
+        ((2,), {"weights": [1.0]}, ValueError, r"shape \(2,\), got \(1,\)"),
+        ((2,), {"src_tokens": ["a"]}, ValueError, "src_tokens has 1 tokens"),
+    ],
+)
+def test_seq2seq_attention_rejects_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_seq2seq_attention(*args, **kwargs)
+
+
+def test_diagrams_reject_axes_that_are_not_axes():
+    with pytest.raises(TypeError, match="ax must be matplotlib Axes"):
+        diagrams.draw_cross_attention(ax="nope")
