@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -45,8 +45,9 @@ from ._checks import check_choice, check_int, check_number, check_token_ids
 
 __all__ = ["SMOOTHING", "NGramLM"]
 
+Smoothing = Literal["witten_bell", "add_k"]
 #: The smoothing methods :class:`NGramLM` accepts.
-SMOOTHING: tuple[str, ...] = ("witten_bell", "add_k")
+SMOOTHING: tuple[str, ...] = get_args(Smoothing)
 
 
 class NGramLM:
@@ -88,7 +89,9 @@ class NGramLM:
     ) -> None:
         self.n = check_int("n", n)
         self.vocab_size = check_int("vocab_size", vocab_size)
-        self.smoothing = check_choice("smoothing", smoothing, SMOOTHING)
+        self.smoothing: Smoothing = check_choice(
+            "smoothing", smoothing, get_args(Smoothing)
+        )
         self.k = check_number("k", k, minimum=0.0, min_inclusive=False)
         # _followers[m][h] counts the tokens seen after context h of length
         # m (so m = 0 holds the unigram counts under the key ()).
@@ -271,8 +274,7 @@ class NGramLM:
         if self.smoothing == "add_k":
             m = len(context)
             p = np.full(V, self.k)
-            counts = self._followers[m].get(context, {})
-            for w, c in counts.items():
+            for w, c in self._followers[m].get(context, Counter()).items():
                 p[w] += c
             return p / p.sum()
         p = np.full(V, 1.0 / V)

@@ -273,10 +273,9 @@ class Tokenizer(abc.ABC):
         except json.JSONDecodeError as error:
             raise ValueError(f"{where} is not JSON: {error}") from None
         if not isinstance(payload, dict):
-            kind = json.dumps(payload)[:20]
             raise ValueError(
-                f"{where} holds {kind}, not a JSON object with the "
-                "entries save() writes"
+                f"{where} holds {json.dumps(payload)[:20]}, not a JSON "
+                "object with the entries save() writes"
             )
         version = payload.get("version")
         if version != _FORMAT_VERSION:
@@ -286,7 +285,7 @@ class Tokenizer(abc.ABC):
             )
         kind = payload.get("type")
         if cls is Tokenizer:
-            classes = _concrete_subclasses(Tokenizer)
+            classes = _concrete_subclasses(cls)
             if kind not in classes:
                 raise ValueError(
                     f"{where} holds type={kind!r}; expected one of "
@@ -298,7 +297,7 @@ class Tokenizer(abc.ABC):
         else:
             target = cls
         try:
-            return target._from_state(payload)  # type: ignore[return-value]
+            return target._from_state(payload)
         except (TypeError, ValueError) as error:
             # A malformed entry is a bad file, whatever the inner error.
             raise ValueError(f"{where}: {error}") from None

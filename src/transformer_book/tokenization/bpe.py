@@ -219,7 +219,7 @@ class BPETokenizer(Tokenizer):
             KeyError: if ``token`` is not in the vocabulary.
         """
         if token in self.special_tokens:
-            return self.special_tokens.index(token)  # type: ignore[arg-type]
+            return self.special_tokens.index(token)
         data = token if isinstance(token, bytes) else _parse_display(token)
         if data in self._piece_to_id:
             return self._piece_to_id[data]
@@ -269,18 +269,15 @@ class BPETokenizer(Tokenizer):
         ids = [n_special + b for b in _to_bytes(chunk)]
         ranks = self._ranks
         while len(ids) > 1:
-            # Apply the earliest-learned merge present, as training did.
-            best = None
-            best_rank = None
-            for pair in pairwise(ids):
-                rank = ranks.get(pair)
-                if rank is not None and (
-                    best_rank is None or rank < best_rank
-                ):
-                    best, best_rank = pair, rank
-            if best is None:
+            # Apply the earliest-learned merge present (the lowest rank),
+            # as training did.
+            rank, best = min(
+                ((ranks[p], p) for p in pairwise(ids) if p in ranks),
+                default=(None, None),
+            )
+            if rank is None or best is None:
                 break
-            ids = _merge_ids(ids, best, best_rank)
+            ids = _merge_ids(ids, best, rank)
         return ids
 
     def _encode_text(self, text: str) -> list[int]:
