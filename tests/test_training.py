@@ -112,10 +112,16 @@ RUN = dict(epochs=EPOCHS, clip_grad_norm=1.0, eval_every=4, progress=False)
 
 
 @pytest.mark.parametrize(
-    "kind",
-    ["loader_generator", "sampler_generator", "global_rng", "callable"],
+    ("kind", "stop_at"),
+    [
+        ("loader_generator", 10),  # mid-epoch
+        ("loader_generator", STEPS_PER_EPOCH),  # after an epoch's last batch
+        ("sampler_generator", 10),
+        ("global_rng", 12),
+        ("global_rng", STEPS_PER_EPOCH),
+        ("callable", 9),
+    ],
 )
-@pytest.mark.parametrize("stop_at", [10, STEPS_PER_EPOCH])
 def test_resume_mid_epoch_equals_uninterrupted_run(tmp_path, kind, stop_at):
     _seed_all(0)
     model, opt, sched, step, eval_fn, batches = _setup(kind, seed=0)

@@ -77,6 +77,32 @@ StepOutput = Tensor | tuple[Tensor, Mapping[str, Any]]
 _FORMAT = "transformer_book.training/1"
 
 
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got "
+            f"{type(optimizer).__name__}"
+        )
+
+
+def _check_module(name: str, module: Any) -> None:
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"{name} must be an nn.Module, got {type(module).__name__}"
+        )
+
+
+def _check_scheduler(scheduler: Any) -> None:
+    if scheduler is not None and not all(
+        callable(getattr(scheduler, name, None))
+        for name in ("step", "state_dict", "load_state_dict")
+    ):
+        raise TypeError(
+            "scheduler must be a learning-rate scheduler (with step, "
+            f"state_dict and load_state_dict), got {type(scheduler).__name__}"
+        )
+
+
 # --------------------------------------------------------------------------
 # Counting parameters
 # --------------------------------------------------------------------------
@@ -98,10 +124,7 @@ def count_parameters(module: nn.Module, *, trainable_only: bool = True) -> int:
     Raises:
         TypeError: if ``module`` is not an ``nn.Module``.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(
-            f"module must be an nn.Module, got {type(module).__name__}"
-        )
+    _check_module("module", module)
     return sum(
         p.numel()
         for p in module.parameters()
@@ -427,32 +450,6 @@ def _find_generators(
 # --------------------------------------------------------------------------
 # Checkpoints
 # --------------------------------------------------------------------------
-
-
-def _check_optimizer(optimizer: Any) -> None:
-    if not isinstance(optimizer, Optimizer):
-        raise TypeError(
-            f"optimizer must be a torch.optim.Optimizer, got "
-            f"{type(optimizer).__name__}"
-        )
-
-
-def _check_module(name: str, module: Any) -> None:
-    if not isinstance(module, nn.Module):
-        raise TypeError(
-            f"{name} must be an nn.Module, got {type(module).__name__}"
-        )
-
-
-def _check_scheduler(scheduler: Any) -> None:
-    if scheduler is not None and not all(
-        callable(getattr(scheduler, name, None))
-        for name in ("step", "state_dict", "load_state_dict")
-    ):
-        raise TypeError(
-            "scheduler must be a learning-rate scheduler (with step, "
-            f"state_dict and load_state_dict), got {type(scheduler).__name__}"
-        )
 
 
 def _atomic_save(payload: Any, path: Path) -> None:
@@ -800,7 +797,9 @@ def train(
     shuffle a ``DataLoader`` (its ``generator``, its sampler's) are found
     and saved automatically. For this, ``batches`` must give the same
     batches in each epoch given the generators' states (a ``DataLoader``,
-    a list, or a function of the epoch).
+    a list, or a function of the epoch). A mid-epoch resume iterates over
+    the batches already done once more (loading them, not training on
+    them) to reach the next one.
 
     Args:
         step: ``step(batch)`` returns the scalar loss, or ``(loss,
