@@ -226,7 +226,15 @@ def test_every_chapter_loads_with_its_figures_and_math(visit, path):
     assert page.evaluate(FIGURE_PROBLEMS_JS) == [], path
 
 
-@pytest.mark.parametrize("path", chapter_pages())
+def toc_pages() -> list[str]:
+    """The root page and every page under it in ``_toc.yml``."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [f"{toc['root']}.html", *chapter_pages()]
+
+
+@pytest.mark.parametrize("path", toc_pages())
 def test_every_page_has_its_buttons(visit, path):
     """Repository, issue, edit, download (.ipynb, .md) and launch buttons."""
     visit.goto(path)
@@ -243,10 +251,10 @@ def test_every_page_has_its_buttons(visit, path):
     if page.locator(".cell").count():
         # A notebook page: its .ipynb download and its launch buttons.
         assert page.locator(".btn-download-notebook-button").count() == 1
-        launch = page.locator("a[title^='Launch on']").evaluate_all(
-            "links => links.map(a => a.href)"
-        )
-        assert any("mybinder.org" in href for href in launch), launch
+        launch = page.locator(
+            "a[href*='mybinder.org'], a[href*='colab.research.google.com']"
+        ).evaluate_all("links => links.map(a => a.href)")
+        assert len(launch) == 2, launch
         assert all(
             "transformer-book/transformer-book" in href for href in launch
         ), launch
