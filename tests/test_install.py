@@ -8,7 +8,6 @@ the other slow checks.
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -29,7 +28,10 @@ from transformer_book import runtime
 assert runtime.preset() in ("cpu", "gpu")
 for tool in ("jupyter_book", "myst_nb", "sphinx", "pytest"):
     assert importlib.util.find_spec(tool) is None, tool
+from transformer_book.tokenization import BPETokenizer, Tokenizer
+assert issubclass(BPETokenizer, Tokenizer)
 print("modules:", len(names))
+print("file:", transformer_book.__file__)
 """
 
 
@@ -58,4 +60,10 @@ def test_pip_install_in_clean_venv(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "modules:" in result.stdout
-    assert sys.prefix != str(env_dir)
+    # The package came from the new venv's site-packages (a wheel's copy),
+    # not from this checkout's src/ (an editable install or a stray path).
+    (line,) = [s for s in result.stdout.splitlines() if s.startswith("file:")]
+    location = Path(line.removeprefix("file:").strip()).resolve()
+    assert location.is_relative_to(env_dir.resolve()), location
+    assert "site-packages" in location.parts, location
+    assert not location.is_relative_to(ROOT), location
