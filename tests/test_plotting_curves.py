@@ -89,6 +89,19 @@ def test_plot_curves_log_axes_and_reference_slopes():
     )
 
 
+def test_plot_curves_short_log_axis_reads_plain_numbers():
+    ax = plotting.plot_curves([1, 2, 3], {"a": [30.0, 12.0, 5.0]}, logy=True)
+    major = ax.yaxis.get_major_formatter()
+    minor = ax.yaxis.get_minor_formatter()
+    assert major(10.0, 0) == "10" and minor(20.0, 0) == "20"
+    assert minor(40.0, 0) == ""  # only 1, 2 and 5 over more than a decade
+    # Many decades keep the powers of ten.
+    ax = plotting.plot_curves([1, 2], {"a": [1.0, 1e9]}, logy=True)
+    assert isinstance(
+        ax.yaxis.get_major_formatter(), mpl.ticker.LogFormatterSciNotation
+    )
+
+
 def test_plot_curves_reference_lines_are_labelled():
     ax = plotting.plot_curves(
         [10, 20],

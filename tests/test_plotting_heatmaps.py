@@ -66,6 +66,14 @@ def test_plot_heatmap_integer_ticks_and_diverging_scale():
     assert ax.images[0].colorbar is None
 
 
+def test_plot_heatmap_rotates_column_labels_only_when_crowded():
+    ax = plotting.plot_heatmap(np.eye(3), x_labels=["le", "chat", "noir"])
+    assert ax.get_xticklabels()[0].get_rotation() == 0
+    words = [f"word{i}" for i in range(12)]
+    ax = plotting.plot_heatmap(np.eye(12), x_labels=words)
+    assert ax.get_xticklabels()[0].get_rotation() == 90
+
+
 def test_plot_heatmap_annotates_cells_in_readable_colours():
     values = np.array([[0.0, 1.0]])
     ax = plotting.plot_heatmap(values, annotate=True, vmin=0, vmax=1)

@@ -267,8 +267,12 @@ def place_legend(
     where = check_choice("legend", where or "none", LEGEND_PLACES)
     if where == "none":
         return
-    handles, _ = ax.get_legend_handles_labels()
-    count = len(kwargs.get("handles", handles))
+    handles, labels = ax.get_legend_handles_labels()
+    if "handles" in kwargs:
+        labels = [h.get_label() for h in kwargs["handles"]]
+    # Legends above or below: as many columns as fit the axes' width.
+    longest = max((len(label) for label in labels), default=1)
+    ncol = max(1, min(len(labels), 4, 64 // (longest + 8)))
     if where == "best":
         ax.legend(loc="best", title=title, **kwargs)
     elif where == "outside":
@@ -282,7 +286,7 @@ def place_legend(
         ax.legend(
             loc="upper center" if where == "below" else "lower center",
             bbox_to_anchor=(0.5, -0.2) if where == "below" else (0.5, 1.02),
-            ncol=min(count, 4) if count else 1,
+            ncol=ncol,
             title=title,
             **kwargs,
         )

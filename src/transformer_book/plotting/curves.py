@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 from matplotlib.axes import Axes
-from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.axis import Axis
+from matplotlib.ticker import FuncFormatter, MaxNLocator, ScalarFormatter
 
 from .._checks import check_int
 from ._style import (
@@ -77,6 +78,27 @@ def _curve_data(
     return out
 
 
+def _plain_log_labels(axis: Axis, values: np.ndarray) -> None:
+    """Label a short logarithmic axis with plain numbers (30, not 3x10^1).
+
+    Over a few decades matplotlib labels minor ticks in scientific
+    notation; plain numbers at 1, 2 and 5 (and 3 within one decade) read
+    better. Longer axes keep the powers of ten.
+    """
+    low, high = float(values.min()), float(values.max())
+    decades = np.log10(high / low)
+    if decades > 2 or low < 1e-3 or high > 1e5:
+        return
+    shown = {1, 2, 5} if decades > 1 else {1, 2, 3, 5}
+
+    def label(value: float, _: int) -> str:
+        mantissa = round(value / 10 ** np.floor(np.log10(value)), 6)
+        return f"{value:g}" if mantissa in shown else ""
+
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(FuncFormatter(label))
+
+
 def _check_positive(values: np.ndarray, name: str, axis: str) -> None:
     if (values <= 0).any():
         raise ValueError(
@@ -128,8 +150,8 @@ def plot_curves(
         reference_slopes: slopes of grey reference lines ``y = c x^p``.
         hlines: maps a label to a y value marked by a horizontal line.
         vlines: maps a label to an x value marked by a vertical line.
-        markers: mark the points (for long curves, about a dozen per
-            curve, staggered between curves).
+        markers: mark the points (every point up to 25, else about a
+            dozen per curve, staggered between curves).
         steps: draw each curve as steps centred on its x values (for
             integer-valued functions such as buckets).
         smooth: width of a moving average applied to every curve (1 for
@@ -182,7 +204,7 @@ def plot_curves(
         if markers:
             # Shrinking markers: a later curve's marker sits inside an
             # earlier one's where the curves coincide.
-            every = max(1, math.ceil(cx.size / 12))
+            every = 1 if cx.size <= 25 else math.ceil(cx.size / 12)
             style.update(
                 marker=MARKERS[i % len(MARKERS)],
                 ms=max(3.0, 7.0 - 1.2 * i),
@@ -218,6 +240,7 @@ def plot_curves(
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if logy:
         ax.set_yscale("log")
+        _plain_log_labels(ax.yaxis, np.concatenate([y for *_, y in data]))
     if xticks is not None:
         ax.set_xticks(as_array(xticks, "xticks", 1))
     if ylim is not None:

@@ -65,7 +65,8 @@ def _set_ticks(
             axis.set_ticks(range(size))
         else:
             axis.set_major_locator(MaxNLocator(nbins=6, integer=True))
-    if x_labels and max(len(s) for s in x_labels) > 2:
+    # Rotate column labels only when side by side they would not fit.
+    if x_labels and max(len(s) for s in x_labels) * cols > 40:
         ax.tick_params(axis="x", labelrotation=90)
     if ticks_top:
         ax.xaxis.tick_top()
