@@ -27,31 +27,33 @@ def _random_config(rng: random.Random) -> dict:
         num_heads=num_heads,
         d_model=num_heads * rng.choice([2, 4, 5, 8]),
         batch=rng.randint(1, 3),
-        lq=rng.randint(1, 6),
-        lk=rng.randint(1, 7),
+        q_len=rng.randint(1, 6),
+        kv_len=rng.randint(1, 7),
         batch_first=rng.random() < 0.5,
         bias=rng.random() < 0.5,
         self_attention=rng.random() < 0.4,
     )
 
 
-def _masks(kind: str, batch: int, lq: int, lk: int, gen: torch.Generator):
+def _masks(
+    kind: str, batch: int, q_len: int, kv_len: int, gen: torch.Generator
+):
     """Our mask, and (attn_mask, key_padding_mask) for nn.MHA."""
-    lengths = torch.randint(1, lk + 1, (batch,), generator=gen)
-    pad = padding_mask(lengths, max_len=lk)  # (B, 1, 1, Lk)
-    causal = causal_mask(lq, kv_len=lk)
+    lengths = torch.randint(1, kv_len + 1, (batch,), generator=gen)
+    pad = padding_mask(lengths, max_len=kv_len)  # (B, 1, 1, kv_len)
+    causal = causal_mask(q_len, kv_len=kv_len)
     if kind == "none":
         return None, False, None, None
     if kind == "bool":
-        allowed = torch.rand(lq, lk, generator=gen) < 0.7
+        allowed = torch.rand(q_len, kv_len, generator=gen) < 0.7
         allowed[:, 0] = True  # keep a key per row: PyTorch gives NaN else
         # nn.MultiheadAttention reads True as "blocked": pass ~mask.
         return allowed, False, ~allowed, None
     if kind == "float":
-        bias = torch.randn(lq, lk, generator=gen, dtype=F64)
+        bias = torch.randn(q_len, kv_len, generator=gen, dtype=F64)
         return bias, False, bias, None
     if kind == "padding":
-        # PyTorch's key_padding_mask is (B, Lk) with True = padding.
+        # PyTorch's key_padding_mask is (B, kv_len) with True = padding.
         return pad, False, None, ~pad[:, 0, 0]
     if kind == "causal":
         return None, True, ~causal, None
@@ -65,9 +67,9 @@ def test_matches_torch_multihead_attention(seed):
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     cfg = _random_config(rng)
-    b, lq, lk = cfg["batch"], cfg["lq"], cfg["lk"]
+    b, q_len, kv_len = cfg["batch"], cfg["q_len"], cfg["kv_len"]
     if cfg["self_attention"]:
-        lk = lq
+        kv_len = q_len
     torch.manual_seed(seed)
     theirs = nn.MultiheadAttention(
         cfg["d_model"],
@@ -81,18 +83,19 @@ def test_matches_torch_multihead_attention(seed):
             theirs.in_proj_bias.normal_(generator=gen)
             theirs.out_proj.bias.normal_(generator=gen)
     ours = MultiHeadAttention.from_torch(theirs)
-    query = torch.randn(b, lq, cfg["d_model"], dtype=F64, generator=gen)
+    query = torch.randn(b, q_len, cfg["d_model"], dtype=F64, generator=gen)
     if cfg["self_attention"]:
         key = value = query
     else:
-        key = torch.randn(b, lk, cfg["d_model"], dtype=F64, generator=gen)
-        value = torch.randn(b, lk, cfg["d_model"], dtype=F64, generator=gen)
+        shape = (b, kv_len, cfg["d_model"])
+        key = torch.randn(shape, dtype=F64, generator=gen)
+        value = torch.randn(shape, dtype=F64, generator=gen)
 
     def seq_first(x):
         return x if cfg["batch_first"] else x.transpose(0, 1)
 
     for kind in MASK_KINDS:
-        mask, is_causal, t_mask, t_pad = _masks(kind, b, lq, lk, gen)
+        mask, is_causal, t_mask, t_pad = _masks(kind, b, q_len, kv_len, gen)
         expected, expected_w = theirs(
             seq_first(query),
             seq_first(key),
@@ -107,8 +110,8 @@ def test_matches_torch_multihead_attention(seed):
             query, key, value, mask, is_causal=is_causal, need_weights=True
         )
         fused = ours(query, key, value, mask, is_causal=is_causal)
-        assert out.shape == (b, lq, cfg["d_model"])
-        assert weights.shape == (b, cfg["num_heads"], lq, lk)
+        assert out.shape == (b, q_len, cfg["d_model"])
+        assert weights.shape == (b, cfg["num_heads"], q_len, kv_len)
         torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(fused, expected, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(weights, expected_w, rtol=1e-10, atol=1e-12)
@@ -191,11 +194,11 @@ def test_from_torch_rejects_other_modules():
         MultiHeadAttention.from_torch(nn.Linear(4, 4))
 
 
-def _qkv(b=2, h=3, lq=4, lk=6, d=5, dv=7, seed=0):
+def _qkv(b=2, h=3, q_len=4, kv_len=6, d=5, dv=7, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, h, lq, d, dtype=F64, generator=gen)
-    k = torch.randn(b, h, lk, d, dtype=F64, generator=gen)
-    v = torch.randn(b, h, lk, dv, dtype=F64, generator=gen)
+    q = torch.randn(b, h, q_len, d, dtype=F64, generator=gen)
+    k = torch.randn(b, h, kv_len, d, dtype=F64, generator=gen)
+    v = torch.randn(b, h, kv_len, dv, dtype=F64, generator=gen)
     return q, k, v
 
 

@@ -89,7 +89,7 @@ def test_padding_mask_default_max_len_and_list_input():
 
 def test_padding_mask_broadcasts_over_heads_and_queries():
     mask = padding_mask([2, 3], max_len=3)
-    scores = torch.zeros(2, 4, 5, 3)  # (B, H, Lq, Lk)
+    scores = torch.zeros(2, 4, 5, 3)  # (B, H, q_len, kv_len)
     expanded = broadcast_mask(mask, scores.shape)
     assert expanded.shape == scores.shape
     assert torch.equal(expanded[1, 3, 4], torch.tensor([True, True, True]))
