@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -86,7 +87,7 @@ HOUSE_RC: dict[str, Any] = {
     "axes.spines.right": False,
     "axes.grid": True,
     "grid.alpha": 0.3,
-    "axes.prop_cycle": mpl.cycler(color=list(PALETTE)),
+    "axes.prop_cycle": cycler(color=list(PALETTE)),
     "legend.frameon": False,
     "image.cmap": "viridis",
     "lines.linewidth": 1.8,
@@ -102,7 +103,7 @@ def styled(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         interactive = mpl.is_interactive()
         try:
-            with mpl.rc_context(HOUSE_RC):
+            with mpl.rc_context(cast(Any, HOUSE_RC)):
                 try:
                     return fn(*args, **kwargs)
                 finally:
@@ -165,7 +166,7 @@ def subplots(
         nrows: rows of panels.
         ncols: columns of panels.
         figsize: size in inches; by default 6.8 wide and 2.6 per row.
-        **kwargs: passed to :func:`matplotlib.pyplot.subplots` (for
+        **kwargs: passed to ``matplotlib.pyplot.subplots`` (for
             example ``sharex=True``).
 
     Returns:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -137,7 +137,7 @@ def _draw(
     cell_text: Sequence[Sequence[str]] | None,
     cell_lines: bool,
     ticks_top: bool,
-    aspect: str,
+    aspect: Literal["auto", "equal"],
 ) -> AxesImage:
     image = ax.imshow(
         values,
@@ -181,7 +181,7 @@ def plot_heatmap(
     cell_text: Sequence[Sequence[str]] | None = None,
     cell_lines: bool = False,
     ticks_top: bool = False,
-    aspect: str = "auto",
+    aspect: Literal["auto", "equal"] = "auto",
     ax: Axes | None = None,
 ) -> Axes:
     """Draw a matrix as a heatmap: row ``i`` at the top, column ``j``.
@@ -278,7 +278,7 @@ def plot_heatmaps(
     colorbar_label: str = "",
     annotate: bool | str = False,
     cell_lines: bool = False,
-    aspect: str = "auto",
+    aspect: Literal["auto", "equal"] = "auto",
     ncols: int | None = None,
     axes: Sequence[Axes] | None = None,
 ) -> np.ndarray:
@@ -336,20 +336,19 @@ def plot_heatmaps(
         ncols = min(check_int("ncols", ncols), count)
         nrows = math.ceil(count / ncols)
         size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
-        fig, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+        _, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
         for spare in grid.ravel()[count:]:
             spare.set_visible(False)
-        axes = grid.ravel()[:count]
+        panels = list(grid.ravel()[:count])
     elif len(axes) != count:
         raise ValueError(f"axes has {len(axes)} entries, expected {count}")
     else:
-        axes = [get_axes(ax) for ax in axes]
+        panels = [get_axes(ax) for ax in axes]
         ncols = ncols or count
-    axes = np.asarray(axes, dtype=object)
     every = np.concatenate([m.ravel() for m in mats])
     limits = _limits(every, vmin, vmax, center)
     image = None
-    for k, (ax, matrix) in enumerate(zip(axes, mats, strict=True)):
+    for k, (ax, matrix) in enumerate(zip(panels, mats, strict=True)):
         first = k % ncols == 0
         rows, cols = matrix.shape
         ys = check_labels(y_labels, rows, "y_labels")
@@ -370,10 +369,10 @@ def plot_heatmaps(
             aspect=aspect,
         )
     if colorbar and image is not None:
-        axes[0].figure.colorbar(
-            image, ax=list(axes), shrink=0.9, label=colorbar_label
+        panels[0].figure.colorbar(
+            image, ax=panels, shrink=0.9, label=colorbar_label
         )
-    return axes
+    return np.asarray(panels, dtype=object)
 
 
 # -- attention --------------------------------------------------------------
