@@ -153,14 +153,13 @@ def scaled_dot_product_attention(
     attn_mask, empty = _prepare_mask(attn_mask, q, k, is_causal)
     is_causal = is_causal and attn_mask is None  # else merged into it
 
-    attend = _explicit if return_weights or not _fused_enabled else _fused
-    out, weights = attend(q, k, v, attn_mask, is_causal, dropout_p, scale)
-    if empty is not None:
-        # Rows that allow no key: zeros, never NaN or a uniform average.
-        out = out.masked_fill(empty, 0.0)
-        if weights is not None:
-            weights = weights.masked_fill(empty, 0.0)
-    return (out, weights) if return_weights else out
+    args = (q, k, v, attn_mask, is_causal, dropout_p, scale)
+    explicit = return_weights or not _fused_enabled
+    out, weights = _explicit(*args) if explicit else (_fused(*args), None)
+    out = _zero_rows(out, empty)
+    if weights is None or not return_weights:
+        return out
+    return out, _zero_rows(weights, empty)
 
 
 def _check_qkv(q: Any, k: Any, v: Any) -> None:
@@ -225,6 +224,11 @@ def _prepare_mask(
     return mask_to_bias(attn_mask, q.dtype).masked_fill(empty, 0.0), empty
 
 
+def _zero_rows(x: Tensor, empty: Tensor | None) -> Tensor:
+    """Zeros for the rows that allow no key: never NaN or an average."""
+    return x if empty is None else x.masked_fill(empty, 0.0)
+
+
 def _explicit(
     q: Tensor,
     k: Tensor,
@@ -260,9 +264,9 @@ def _fused(
     is_causal: bool,
     dropout_p: float,
     scale: float,
-) -> tuple[Tensor, None]:
+) -> Tensor:
     """PyTorch's SDPA, which picks a fast kernel; it returns no weights."""
-    out = F.scaled_dot_product_attention(
+    return F.scaled_dot_product_attention(
         q,
         k,
         v,
@@ -271,7 +275,6 @@ def _fused(
         is_causal=is_causal,
         scale=scale,
     )
-    return out, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -424,7 +427,7 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.v_proj(value))  # (B, H, kv_len, head_dim)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        result = scaled_dot_product_attention(
+        out = scaled_dot_product_attention(
             q,
             k,
             v,
@@ -433,9 +436,11 @@ class MultiHeadAttention(nn.Module):
             is_causal=is_causal,
             return_weights=need_weights,
         )
-        out, weights = result if need_weights else (result, None)
+        weights: Tensor | None = None
+        if isinstance(out, tuple):  # need_weights
+            out, weights = out
         out = self.out_proj(self._merge_heads(out))
-        return (out, weights) if need_weights else out
+        return out if weights is None else (out, weights)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape

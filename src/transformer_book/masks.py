@@ -16,6 +16,7 @@ masks the other way round (``True`` = blocked); code that calls them passes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 import torch
 from torch import Tensor
@@ -238,6 +239,14 @@ def mask_to_bias(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
         bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         return bias.masked_fill(~mask, low)
     return mask.to(dtype).clamp_min(low)
+
+
+@overload
+def merge_masks(mask: Tensor, /, *masks: Tensor | None) -> Tensor: ...
+
+
+@overload
+def merge_masks(*masks: Tensor | None) -> Tensor | None: ...
 
 
 def merge_masks(*masks: Tensor | None) -> Tensor | None:
