@@ -379,7 +379,9 @@ class RNNCellBase(_TorchTwin):
             for name, s in zip(names, state, strict=True)
         ]
         new = self._step(input, state)
-        return [s.squeeze(0) for s in new] if unbatched else list(new)
+        if unbatched:
+            return [s.squeeze(0) for s in new]  # each (H,)
+        return list(new)
 
 
 class RNNCell(RNNCellBase):

@@ -214,7 +214,8 @@ class RNNBase(_TorchTwin):
             state = [s.unsqueeze(1) for s in state]  # each (L * D, 1, H)
         output, finals = self._unroll(input, state)
         if unbatched:
-            return output.squeeze(0), [f.squeeze(1) for f in finals]
+            finals = [f.squeeze(1) for f in finals]  # each (L * D, H)
+            return output.squeeze(0), finals  # output (T, D * H)
         return output, finals
 
     # -- the time loop --------------------------------------------------
