@@ -20,6 +20,7 @@ import torch
 
 from transformer_book import _checks
 from transformer_book._checks import (
+    check_bool,
     check_choice,
     check_even,
     check_float_dtype,
@@ -162,6 +163,19 @@ CASES = [
         match="arg must be a floating dtype, got torch.int64"),
     bad(check_float_dtype, "arg", "float32", error=TypeError,
         match="arg must be a torch.dtype, got str"),
+    ok(check_float_dtype, "arg", torch.float16, result=torch.float16),
+    bad(check_float_dtype, "arg", torch.bool, error=TypeError,
+        match="arg must be a floating dtype, got torch.bool"),
+    # check_bool: bools (numpy's too) as a Python bool; 0, 1 and strings
+    # are refused, not read as flags.
+    ok(check_bool, "arg", False, result=False),
+    ok(check_bool, "arg", np.bool_(True), result=True),
+    bad(check_bool, "arg", 1, error=TypeError,
+        match="arg must be a bool, got int"),
+    bad(check_bool, "arg", "False", error=TypeError,
+        match="arg must be a bool, got str"),
+    bad(check_bool, "arg", None, error=TypeError,
+        match="arg must be a bool, got NoneType"),
 ]
 
 

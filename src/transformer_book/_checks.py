@@ -17,10 +17,12 @@ import operator
 from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
 __all__ = [
+    "check_bool",
     "check_choice",
     "check_even",
     "check_float_dtype",
@@ -39,6 +41,16 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+def _index(value: Any, message: str) -> int:
+    """``operator.index(value)``, bools refused: ``TypeError(message)``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{message}, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{message}, got {_type_name(value)}") from None
+
+
 def check_int(name: str, value: Any, *, minimum: int | None = 1) -> int:
     """Return ``value`` as an ``int`` that is at least ``minimum``.
 
@@ -55,14 +67,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = 1) -> int:
         TypeError: if ``value`` is not an integer.
         ValueError: if ``value < minimum``.
     """
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{name} must be an int, got {_type_name(value)}"
-        ) from None
+    value = _index(value, f"{name} must be an int")
     if minimum is not None and value < minimum:
         expected = {0: "non-negative", 1: "positive"}.get(
             minimum, f"at least {minimum}"
@@ -238,14 +243,7 @@ def check_token_ids(
         ids = ids.tolist()
     out = []
     for i in ids:
-        if isinstance(i, bool):
-            raise TypeError(f"{name} must hold int token ids, got bool")
-        try:
-            i = operator.index(i)
-        except TypeError:
-            raise TypeError(
-                f"{name} must hold int token ids, got {_type_name(i)}"
-            ) from None
+        i = _index(i, f"{name} must hold int token ids")
         if not 0 <= i < vocab_size:
             raise ValueError(
                 f"token id {i} in {name} is outside the vocabulary "
@@ -309,3 +307,21 @@ def check_float_dtype(name: str, dtype: Any) -> torch.dtype:
     if not dtype.is_floating_point:
         raise TypeError(f"{name} must be a floating dtype, got {dtype}")
     return dtype
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` as a ``bool``: only ``bool`` and ``numpy.bool_``.
+
+    An int or a string is refused rather than read as true or false (``0``
+    and ``"False"`` are a mistake here, not a flag).
+
+    Args:
+        name: the argument's name.
+        value: the value to check.
+
+    Raises:
+        TypeError: if ``value`` is not a bool.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {_type_name(value)}")
+    return bool(value)

@@ -24,7 +24,7 @@ from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
-from .._checks import check_int, check_tensor
+from .._checks import check_bool, check_int, check_tensor
 from ._style import PALETTE, get_axes, styled
 
 __all__ = [
@@ -639,12 +639,6 @@ def _check_count(name: str, value: object, high: int) -> int:
     return value
 
 
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return bool(value)
-
-
 def _check_weights(
     name: str, weights: object, shape: tuple[int, ...]
 ) -> np.ndarray:
@@ -750,7 +744,7 @@ def draw_qkv_flow(
     Raises:
         TypeError: if ``masked`` is not a bool.
     """
-    masked = _check_bool("masked", masked)
+    masked = check_bool("masked", masked)
     xlim, ylim = (-0.75, 12.45), (-0.95, 3.05)
     ax, layout = _new_axes(ax, xlim, ylim, 0.53)
     y_q, y_k, y_v = 2.4, 1.2, 0.0

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_int, check_tensor
+from .._docs import shared_doc
 
 __all__ = [
     "GRUCell",
@@ -384,6 +385,15 @@ class RNNCellBase(_TorchTwin):
         return list(new)
 
 
+# The shapes of the cells whose state is one tensor (see _docs).
+_CELL_SHAPE = """\
+Shape:
+    - input: ``(B, input_size)`` or ``(input_size,)``.
+    - h: ``(B, H)`` or ``(H,)``; zeros when ``None``.
+    - output: the new ``h``, same shape as ``h``."""
+
+
+@shared_doc(cell_shape=_CELL_SHAPE)
 class RNNCell(RNNCellBase):
     r"""Elman RNN cell (Elman, 1990), equal to ``torch.nn.RNNCell``.
 
@@ -399,10 +409,7 @@ class RNNCell(RNNCellBase):
         device: device of the parameters.
         dtype: dtype of the parameters.
 
-    Shape:
-        - input: ``(B, input_size)`` or ``(input_size,)``.
-        - h: ``(B, H)`` or ``(H,)``; zeros when ``None``.
-        - output: the new ``h``, same shape as ``h``.
+    {cell_shape}
 
     Example:
         >>> cell = RNNCell(3, 5)
@@ -488,6 +495,7 @@ class LSTMCell(RNNCellBase):
         return h, c
 
 
+@shared_doc(cell_shape=_CELL_SHAPE)
 class GRUCell(RNNCellBase):
     r"""Gated recurrent unit (Cho et al., 2014), equal to ``nn.GRUCell``.
 
@@ -508,10 +516,7 @@ class GRUCell(RNNCellBase):
         device: device of the parameters.
         dtype: dtype of the parameters.
 
-    Shape:
-        - input: ``(B, input_size)`` or ``(input_size,)``.
-        - h: ``(B, H)`` or ``(H,)``; zeros when ``None``.
-        - output: the new ``h``, same shape as ``h``.
+    {cell_shape}
 
     Example:
         >>> GRUCell(3, 5)(torch.randn(2, 3)).shape

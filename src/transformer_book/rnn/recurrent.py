@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_int, check_probability
+from .._docs import shared_doc
 from .cells import (
     _NONLINEARITIES,
     _check_input,
@@ -40,7 +41,26 @@ _Params = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
 
 __all__ = ["GRU", "LSTM", "RNN", "RNNBase"]
 
+# The arguments and shapes that RNN, LSTM and GRU share (see _docs).
+_LAYER_ARGS = """\
+bias: whether to learn the biases.
+dropout: dropout probability on the outputs of every layer but the
+    last (training mode only).
+bidirectional: also run each layer backwards in time.
+device: device of the parameters.
+dtype: dtype of the parameters."""
+_LAYER_SHAPE = """\
+Shape:
+    - input: ``(B, T, input_size)``, or ``(T, input_size)`` unbatched.
+    - initial and final states: ``(num_layers * D, B, H)``, or
+      ``(num_layers * D, H)`` unbatched, with ``D = 2`` if
+      bidirectional else 1; layer ``k``'s forward state at index
+      ``k * D`` and its backward state at ``k * D + 1``.
+    - output: ``(B, T, D * H)``: the top layer's hidden state at every
+      step (both directions concatenated)."""
 
+
+@shared_doc(layer_args=_LAYER_ARGS)
 class RNNBase(_TorchTwin):
     """What RNN, LSTM and GRU share: parameters, checks, the time loop.
 
@@ -57,12 +77,7 @@ class RNNBase(_TorchTwin):
         input_size: features of the input.
         hidden_size: features ``H`` of the hidden state.
         num_layers: stacked recurrent layers.
-        bias: whether to learn the biases.
-        dropout: dropout probability on the outputs of every layer but the
-            last (training mode only).
-        bidirectional: also run each layer backwards in time.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
+        {layer_args}
 
     Raises:
         TypeError: if a size is not an int or ``dropout`` not a number.
@@ -281,6 +296,24 @@ class RNNBase(_TorchTwin):
         }
 
 
+def _forward_one_state(
+    self: RNNBase, input: Tensor, h0: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Run the network over a sequence.
+
+    Args:
+        input: the sequence, batch-first.
+        h0: initial hidden states; zeros when ``None``.
+
+    Returns:
+        ``(output, h_n)``: the top layer's hidden states at every step
+        and every layer's final hidden state.
+    """
+    output, (h_n,) = self._run(input, [h0], ["h0"])
+    return output, h_n
+
+
+@shared_doc(layer_args=_LAYER_ARGS, layer_shape=_LAYER_SHAPE)
 class RNN(RNNBase):
     r"""Multi-layer Elman RNN (Elman, 1990), equal to ``torch.nn.RNN``.
 
@@ -298,20 +331,9 @@ class RNN(RNNBase):
         hidden_size: features :math:`H` of the hidden state.
         num_layers: stacked recurrent layers.
         nonlinearity: :math:`\phi`, ``"tanh"`` (default) or ``"relu"``.
-        bias: whether to learn the biases.
-        dropout: dropout probability on the outputs of every layer but the
-            last (training mode only).
-        bidirectional: also run each layer backwards in time.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
-    Shape:
-        - input: ``(B, T, input_size)``, or ``(T, input_size)`` unbatched.
-        - initial and final states: ``(num_layers * D, B, H)``, or
-          ``(num_layers * D, H)`` unbatched, with ``D = 2`` if
-          bidirectional else 1; layer ``k``'s forward state at index
-          ``k * D`` and its backward state at ``k * D + 1``.
-        - output: ``(B, T, D * H)``: the top layer's hidden state at every
-          step (both directions concatenated).
+        {layer_args}
+
+    {layer_shape}
     """
 
     _torch_twin = nn.RNN
@@ -353,23 +375,11 @@ class RNN(RNNBase):
     ) -> tuple[Tensor]:
         return (rnn_cell_step(x, state[0], *params, self.nonlinearity),)
 
-    def forward(
-        self, input: Tensor, h0: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Run the network over a sequence.
-
-        Args:
-            input: the sequence, batch-first.
-            h0: initial hidden states; zeros when ``None``.
-
-        Returns:
-            ``(output, h_n)``: the top layer's hidden states at every step
-            and every layer's final hidden state.
-        """
-        output, (h_n,) = self._run(input, [h0], ["h0"])
-        return output, h_n
+    # One state tensor, like the GRU's (the LSTM's has two).
+    forward = _forward_one_state
 
 
+@shared_doc(layer_args=_LAYER_ARGS, layer_shape=_LAYER_SHAPE)
 class LSTM(RNNBase):
     r"""Multi-layer LSTM, equal to ``torch.nn.LSTM`` (without projections).
 
@@ -387,20 +397,9 @@ class LSTM(RNNBase):
         input_size: features of the input :math:`x_t`.
         hidden_size: features :math:`H` of the hidden and cell states.
         num_layers: stacked recurrent layers.
-        bias: whether to learn the biases.
-        dropout: dropout probability on the outputs of every layer but the
-            last (training mode only).
-        bidirectional: also run each layer backwards in time.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
-    Shape:
-        - input: ``(B, T, input_size)``, or ``(T, input_size)`` unbatched.
-        - initial and final states: ``(num_layers * D, B, H)``, or
-          ``(num_layers * D, H)`` unbatched, with ``D = 2`` if
-          bidirectional else 1; layer ``k``'s forward state at index
-          ``k * D`` and its backward state at ``k * D + 1``.
-        - output: ``(B, T, D * H)``: the top layer's hidden state at every
-          step (both directions concatenated).
+        {layer_args}
+
+    {layer_shape}
     """
 
     num_chunks = 4
@@ -434,6 +433,7 @@ class LSTM(RNNBase):
         return output, (h_n, c_n)
 
 
+@shared_doc(layer_args=_LAYER_ARGS, layer_shape=_LAYER_SHAPE)
 class GRU(RNNBase):
     r"""Multi-layer GRU (Cho et al., 2014), equal to ``torch.nn.GRU``.
 
@@ -449,20 +449,9 @@ class GRU(RNNBase):
         input_size: features of the input :math:`x_t`.
         hidden_size: features :math:`H` of the hidden state.
         num_layers: stacked recurrent layers.
-        bias: whether to learn the biases.
-        dropout: dropout probability on the outputs of every layer but the
-            last (training mode only).
-        bidirectional: also run each layer backwards in time.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
-    Shape:
-        - input: ``(B, T, input_size)``, or ``(T, input_size)`` unbatched.
-        - initial and final states: ``(num_layers * D, B, H)``, or
-          ``(num_layers * D, H)`` unbatched, with ``D = 2`` if
-          bidirectional else 1; layer ``k``'s forward state at index
-          ``k * D`` and its backward state at ``k * D + 1``.
-        - output: ``(B, T, D * H)``: the top layer's hidden state at every
-          step (both directions concatenated).
+        {layer_args}
+
+    {layer_shape}
     """
 
     num_chunks = 3
@@ -473,18 +462,4 @@ class GRU(RNNBase):
     ) -> tuple[Tensor]:
         return (gru_cell_step(x, state[0], *params),)
 
-    def forward(
-        self, input: Tensor, h0: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Run the network over a sequence.
-
-        Args:
-            input: the sequence, batch-first.
-            h0: initial hidden states; zeros when ``None``.
-
-        Returns:
-            ``(output, h_n)``: the top layer's hidden states at every step
-            and every layer's final hidden state.
-        """
-        output, (h_n,) = self._run(input, [h0], ["h0"])
-        return output, h_n
+    forward = _forward_one_state  # as RNN's: one state tensor

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import (
+    check_bool,
     check_id_tensor,
     check_int,
     check_probability,
@@ -153,10 +154,8 @@ class RNNSeq2SeqConfig:
         check_int("hidden_size", self.hidden_size)
         if self.attention_size is not None:
             check_int("attention_size", self.attention_size)
-        for name in ("attention", "bidirectional"):
-            if not isinstance(getattr(self, name), bool):
-                kind = type(getattr(self, name)).__name__
-                raise TypeError(f"{name} must be a bool, got {kind}")
+        check_bool("attention", self.attention)
+        check_bool("bidirectional", self.bidirectional)
         check_probability("dropout", self.dropout)
         for name in ("pad_id", "bos_id", "eos_id"):
             value = check_int(name, getattr(self, name), minimum=0)

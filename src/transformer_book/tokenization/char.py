@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .._checks import check_bool
 from .base import (
     Tokenizer,
     _check_training_text,
@@ -54,12 +55,7 @@ class CharTokenizer(Tokenizer):
     def __init__(
         self, chars: Iterable[str] | None = None, *, byte_fallback: bool = True
     ) -> None:
-        if not isinstance(byte_fallback, bool):
-            raise TypeError(
-                "byte_fallback must be a bool, got "
-                f"{type(byte_fallback).__name__}"
-            )
-        self.byte_fallback = byte_fallback
+        self.byte_fallback = check_bool("byte_fallback", byte_fallback)
         self._set_chars(chars if chars is not None else ())
 
     def _set_chars(self, chars: Iterable[str]) -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from .._checks import check_int
+from .._checks import check_bool, check_int
 from .base import (
     SPECIAL_TOKENS,
     UNK,
@@ -61,11 +61,7 @@ class WordTokenizer(Tokenizer):
     def __init__(
         self, words: Iterable[str] | None = None, *, lowercase: bool = False
     ) -> None:
-        if not isinstance(lowercase, bool):
-            raise TypeError(
-                f"lowercase must be a bool, got {type(lowercase).__name__}"
-            )
-        self.lowercase = lowercase
+        self.lowercase = check_bool("lowercase", lowercase)
         self._set_words(words if words is not None else ())
 
     def _set_words(self, words: Iterable[str]) -> None:
