@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_book import data
+from transformer_book import _io, data
 
 # --------------------------------------------------------------------------
 # Python documentation
@@ -436,7 +436,7 @@ def test_download_has_the_mode_of_a_plain_open(server, tmp_path, umask_022):
 def test_atomic_open_leaves_the_old_file_when_the_block_fails(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"old")
-    with pytest.raises(RuntimeError), data._atomic_open(path) as f:
+    with pytest.raises(RuntimeError), _io.atomic_open(path) as f:
         f.write(b"new, half written")
         raise RuntimeError("crash")
     assert path.read_bytes() == b"old"

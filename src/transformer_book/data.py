@@ -19,7 +19,6 @@ mismatch. :func:`tiny_shakespeare` and :func:`multi30k` are built on it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import gzip
@@ -28,18 +27,17 @@ import json
 import os
 import random
 import re
-import secrets
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from ._checks import check_choice, check_int, check_number
+from ._io import atomic_open, atomic_write_bytes
 
 __all__ = [
     "CACHE_ENV_VAR",
@@ -150,47 +148,6 @@ def cache_dir() -> Path:
 
 # ``cache_dir`` is also an argument name below; keep a handle on the function.
 _default_cache_dir = cache_dir
-
-
-@contextlib.contextmanager
-def _atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path``; rename it there on success.
-
-    The temporary file is created with ``os.open(..., 0o666)``, so the
-    kernel applies the umask and the final file has the mode a plain
-    ``open(path, "wb")`` would give it (``tempfile.mkstemp`` would make it
-    0600 whatever the umask, unreadable to the other users of a shared
-    cache). If the block raises, the temporary file is removed and
-    ``path`` is untouched.
-
-    Args:
-        path: the final file; its parent folders are created.
-        suffix: ending of the temporary file's name.
-
-    Yields:
-        The temporary file, open for binary writing.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{suffix}")
-        try:
-            fd = os.open(tmp, flags, 0o666)
-            break
-        except FileExistsError:  # pragma: no cover - 48 random bits
-            continue
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    with _atomic_open(path) as f:
-        f.write(data)
 
 
 # --------------------------------------------------------------------------
@@ -422,7 +379,7 @@ def number_words(
             json.dumps(payload, ensure_ascii=False).encode("utf-8"),
             mtime=0,
         )
-        _atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data)
     return words
 
 
@@ -590,7 +547,7 @@ def download(
     target = directory / filename
     if target.exists() and _sha256_file(target) == expected:
         return target
-    with _atomic_open(target, suffix=".part") as out:
+    with atomic_open(target, suffix=".part") as out:
         digest = hashlib.sha256()
         with urllib.request.urlopen(url, timeout=timeout) as response:
             for block in iter(lambda: response.read(1 << 16), b""):

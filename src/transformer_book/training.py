@@ -38,7 +38,6 @@ import copy
 import math
 import os
 import random
-import secrets
 from collections.abc import (
     Callable,
     Iterable,
@@ -59,6 +58,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
 from transformer_book._checks import check_int, check_number, check_tensor
+from transformer_book._io import atomic_open
 
 __all__ = [
     "History",
@@ -453,25 +453,9 @@ def _find_generators(
 
 
 def _atomic_save(payload: Any, path: Path) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename.
-
-    The temporary file is opened with mode ``0o666``, which the operating
-    system narrows by the umask, so the checkpoint ends with the usual
-    permissions (``mkstemp`` would leave it readable by its owner only). On
-    any error the temporary file is removed and ``path`` is untouched.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """``torch.save`` through a temporary file and a rename (see ``_io``)."""
+    with atomic_open(path) as f:
+        torch.save(payload, f)
 
 
 def _payload(

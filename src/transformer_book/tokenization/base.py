@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from .._checks import check_int, check_token_ids
-from ..data import _atomic_write_bytes
+from .._io import atomic_write_bytes
 
 __all__ = [
     "BOS",
@@ -245,7 +245,7 @@ class Tokenizer(abc.ABC):
             **self._state(),
         }
         text = json.dumps(payload, ensure_ascii=False, indent=1)
-        _atomic_write_bytes(path, _to_bytes(text))
+        atomic_write_bytes(path, _to_bytes(text))
         return path
 
     @classmethod
