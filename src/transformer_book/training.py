@@ -579,9 +579,9 @@ def load_checkpoint(
             then copies them to the model's and optimizer's devices.
 
     Returns:
-        The state: ``"step"``, ``"epoch"``, ``"history"`` (a
-        :class:`History`), ``"extra"``, and ``"rng"`` and ``"loop"``, which
-        :func:`train` reads to resume.
+        The saved state, a dict with the keys ``"step"``, ``"epoch"``,
+        ``"history"`` (a :class:`History`), ``"extra"``, and ``"rng"`` and
+        ``"loop"``, which :func:`train` reads to resume.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.

@@ -44,7 +44,7 @@ _BYTE_ESCAPE_RE = re.compile(r"<0x([0-9A-F]{2})>")
 def pretokenize(text: str) -> list[str]:
     """Split text into the chunks BPE merges never cross.
 
-    The chunks are the matches of :data:`PRETOKENIZE_PATTERN`: a word with
+    The chunks are the matches of ``PRETOKENIZE_PATTERN``: a word with
     its leading space (``" return"``), a number, a run of punctuation, or
     whitespace. Joined, they give ``text`` back.
 

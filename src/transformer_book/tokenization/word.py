@@ -28,7 +28,7 @@ _WORD_RE = re.compile(WORD_PATTERN)
 class WordTokenizer(Tokenizer):
     """One token per word or punctuation mark, ``<unk>`` for the rest.
 
-    Text is split by :data:`WORD_PATTERN`: runs of letters, digits and
+    Text is split by ``WORD_PATTERN``: runs of letters, digits and
     underscores, and single other symbols; whitespace is dropped. The
     vocabulary keeps the words seen at least ``min_freq`` times in the
     training text, the ``max_size`` most frequent if given (ties broken
