@@ -29,6 +29,7 @@ from transformer_book._checks import (
     check_number,
     check_probability,
     check_tensor,
+    check_tensor_like,
     check_token_ids,
 )
 
@@ -176,6 +177,12 @@ CASES = [
         match="arg must be a bool, got str"),
     bad(check_bool, "arg", None, error=TypeError,
         match="arg must be a bool, got NoneType"),
+    # check_tensor_like: what torch.as_tensor converts; never a string.
+    ok(check_tensor_like, "arg", T, "numbers", result=T),
+    bad(check_tensor_like, "arg", "12", "numbers", error=TypeError,
+        match="arg must be numbers, got str"),
+    bad(check_tensor_like, "arg", [[1], [2, 3]], "numbers", error=TypeError,
+        match=r"arg must be numbers, got \[\[1\], \[2, 3\]\]"),
 ]
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "check_number",
     "check_probability",
     "check_tensor",
+    "check_tensor_like",
     "check_token_ids",
 ]
 
@@ -325,3 +326,28 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {_type_name(value)}")
     return bool(value)
+
+
+def check_tensor_like(name: str, value: Any, expected: str) -> Tensor:
+    """Return ``torch.as_tensor(value)``: a tensor, array or nested list.
+
+    Strings are refused (they are sequences, but never of numbers), and so
+    is anything PyTorch cannot convert (ragged lists, mixed types). The
+    caller checks the rank, dtype and values it needs.
+
+    Args:
+        name: the argument's name.
+        value: the value to convert.
+        expected: what the caller wants, for the message (``"a sequence
+            of ints"``).
+
+    Raises:
+        TypeError: ``"{name} must be {expected}, got ..."`` if ``value``
+            is a string or does not convert.
+    """
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be {expected}, got {_type_name(value)}")
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be {expected}, got {value!r}") from None

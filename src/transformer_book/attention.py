@@ -153,9 +153,21 @@ def scaled_dot_product_attention(
     attn_mask, empty = _prepare_mask(attn_mask, q, k, is_causal)
     is_causal = is_causal and attn_mask is None  # else merged into it
 
-    args = (q, k, v, attn_mask, is_causal, dropout_p, scale)
-    explicit = return_weights or not _fused_enabled
-    out, weights = _explicit(*args) if explicit else (_fused(*args), None)
+    weights = None
+    if return_weights or not _fused_enabled:
+        out, weights = _explicit(
+            q, k, v, attn_mask, is_causal, dropout_p, scale
+        )
+    else:  # PyTorch's SDPA picks a fast kernel; it returns no weights.
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+            scale=scale,
+        )
     out = _zero_rows(out, empty)
     if weights is None or not return_weights:
         return out
@@ -254,27 +266,6 @@ def _explicit(
     if dropout_p > 0.0:
         attended = F.dropout(weights, p=dropout_p, training=True)
     return attended @ v, weights
-
-
-def _fused(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn_mask: Tensor | None,
-    is_causal: bool,
-    dropout_p: float,
-    scale: float,
-) -> Tensor:
-    """PyTorch's SDPA, which picks a fast kernel; it returns no weights."""
-    return F.scaled_dot_product_attention(
-        q,
-        k,
-        v,
-        attn_mask=attn_mask,
-        dropout_p=dropout_p,
-        is_causal=is_causal,
-        scale=scale,
-    )
 
 
 class MultiHeadAttention(nn.Module):

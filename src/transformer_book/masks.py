@@ -21,7 +21,7 @@ from typing import overload
 import torch
 from torch import Tensor
 
-from ._checks import check_float_dtype, check_int
+from ._checks import check_float_dtype, check_int, check_tensor_like
 
 __all__ = [
     "broadcast_mask",
@@ -119,17 +119,7 @@ def padding_mask(
 
 def _lengths_tensor(lengths: Tensor | Sequence[int]) -> Tensor:
     """``lengths`` as a non-empty 1-D integer tensor of values >= 0."""
-    if isinstance(lengths, (str, bytes)):
-        raise TypeError(
-            f"lengths must be a sequence of ints, got "
-            f"{type(lengths).__name__}"
-        )
-    try:
-        lengths = torch.as_tensor(lengths)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(
-            f"lengths must be a sequence of ints, got {lengths!r}"
-        ) from None
+    lengths = check_tensor_like("lengths", lengths, "a sequence of ints")
     if lengths.ndim != 1:
         raise ValueError(
             f"lengths must be 1-D (B,), got shape {tuple(lengths.shape)}"

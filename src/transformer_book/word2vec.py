@@ -43,6 +43,7 @@ from ._checks import (
     check_tensor,
     check_token_ids,
 )
+from ._docs import shared_doc
 
 __all__ = [
     "CBOW",
@@ -277,6 +278,17 @@ def negative_sampling_loss(
     return loss.mean()
 
 
+# The arguments both models take, from _Word2Vec (see _docs).
+_MODEL_ARGS = """\
+Args:
+    vocab_size: number of token ids ``V``.
+    embedding_dim: size ``D`` of each word vector.
+
+Raises:
+    TypeError: if a size is not an int.
+    ValueError: if a size is below 1."""
+
+
 class _Word2Vec(nn.Module):
     """Two embedding tables and the initialisation of the word2vec code."""
 
@@ -320,6 +332,7 @@ class _Word2Vec(nn.Module):
             )
 
 
+@shared_doc(model_args=_MODEL_ARGS)
 class SkipGram(_Word2Vec):
     """Skip-gram with negative sampling (Mikolov et al., 2013a, 2013b).
 
@@ -327,13 +340,7 @@ class SkipGram(_Word2Vec):
     context word :math:`o` by :math:`u_o^\\top v_c`; the loss is
     :func:`negative_sampling_loss` with :math:`h = v_c`.
 
-    Args:
-        vocab_size: number of token ids ``V``.
-        embedding_dim: size ``D`` of each word vector.
-
-    Raises:
-        TypeError: if a size is not an int.
-        ValueError: if a size is below 1.
+    {model_args}
 
     Shape:
         ``centre``: ``(B,)``; ``context``: ``(B,)``; ``negatives``:
@@ -367,6 +374,7 @@ class SkipGram(_Word2Vec):
         )
 
 
+@shared_doc(model_args=_MODEL_ARGS)
 class CBOW(_Word2Vec):
     """Continuous bag of words with negative sampling (Mikolov et al.).
 
@@ -375,13 +383,7 @@ class CBOW(_Word2Vec):
     is lost (hence "bag of words"), and :math:`h` scores the centre word
     against noise words with :func:`negative_sampling_loss`.
 
-    Args:
-        vocab_size: number of token ids ``V``.
-        embedding_dim: size ``D`` of each word vector.
-
-    Raises:
-        TypeError: if a size is not an int.
-        ValueError: if a size is below 1.
+    {model_args}
 
     Shape:
         ``context``: ``(B, C)``; ``centre``: ``(B,)``; ``negatives``:

@@ -254,6 +254,17 @@ def lstm_cell_step(
     return h_next, c_next
 
 
+# The GRU step's equations, in the step function and the cell (see _docs).
+_GRU_EQUATIONS = r"""
+.. math::
+
+    r &= \sigma(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}) \\
+    z &= \sigma(W_{iz} x + b_{iz} + W_{hz} h + b_{hz}) \\
+    n &= \tanh(W_{in} x + b_{in} + r \odot (W_{hn} h + b_{hn})) \\
+    h' &= (1 - z) \odot n + z \odot h"""
+
+
+@shared_doc(gru_equations=_GRU_EQUATIONS)
 def gru_cell_step(
     x: Tensor,
     h: Tensor,
@@ -268,12 +279,7 @@ def gru_cell_step(
     its bias, :math:`r \odot (W_{hn} h + b_{hn})`. The rows of the weights
     hold the blocks in the order ``r, z, n``:
 
-    .. math::
-
-        r &= \sigma(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}) \\
-        z &= \sigma(W_{iz} x + b_{iz} + W_{hz} h + b_{hz}) \\
-        n &= \tanh(W_{in} x + b_{in} + r \odot (W_{hn} h + b_{hn})) \\
-        h' &= (1 - z) \odot n + z \odot h
+    {gru_equations}
 
     Args:
         x: input at this step.
@@ -495,19 +501,14 @@ class LSTMCell(RNNCellBase):
         return h, c
 
 
-@shared_doc(cell_shape=_CELL_SHAPE)
+@shared_doc(cell_shape=_CELL_SHAPE, gru_equations=_GRU_EQUATIONS)
 class GRUCell(RNNCellBase):
     r"""Gated recurrent unit (Cho et al., 2014), equal to ``nn.GRUCell``.
 
     Gate order ``r, z, n`` and the reset gate applied to
     :math:`W_{hn} h + b_{hn}`, as in PyTorch:
 
-    .. math::
-
-        r &= \sigma(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}) \\
-        z &= \sigma(W_{iz} x + b_{iz} + W_{hz} h + b_{hz}) \\
-        n &= \tanh(W_{in} x + b_{in} + r \odot (W_{hn} h + b_{hn})) \\
-        h' &= (1 - z) \odot n + z \odot h
+    {gru_equations}
 
     Args:
         input_size: features of the input :math:`x`.

@@ -33,6 +33,7 @@ from .._checks import (
     check_int,
     check_probability,
     check_tensor,
+    check_tensor_like,
 )
 from ..masks import padding_mask
 from .cells import GRUCell, _check_dtype, _check_shape
@@ -87,12 +88,7 @@ def pad_batch(
 
 def _id_row(name: str, ids: Sequence[int]) -> Tensor:
     """One non-empty sequence of non-negative int ids as a long tensor."""
-    try:
-        row = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(
-            f"{name} must be a sequence of int token ids"
-        ) from None
+    row = check_tensor_like(name, ids, "a sequence of int token ids")
     if row.ndim != 1 or len(row) == 0:
         raise ValueError(
             f"{name} must be a non-empty 1-D sequence of ids, got shape "
