@@ -25,7 +25,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from .._checks import check_bool, check_int, check_tensor
-from ._style import PALETTE, get_axes, styled
+from .._docs import shared_doc
+from ._style import PALETTE, as_array, get_axes, styled
 
 __all__ = [
     "draw_cross_attention",
@@ -134,6 +135,62 @@ def _canvas(
     ax.axis("off")
 
 
+def _gates(
+    ax: Axes,
+    gates: Sequence[tuple[float, str, str]],
+    bus: float,
+    gate_y: float,
+) -> None:
+    """Gate layers ``(x, function, name)`` fed from the input bus."""
+    for x, fn, name in gates:
+        _dot(ax, x, bus)
+        _path(ax, [(x, bus), (x, gate_y - 0.3)])
+        _box(ax, x, gate_y, fn, size=9)
+        ax.text(
+            x - 0.55,
+            gate_y,
+            f"${name}$",
+            ha="right",
+            va="center",
+            fontsize=10,
+            color="#444444",
+        )
+
+
+# The arguments of the two cell diagrams (see transformer_book._docs).
+_CELL_ARGS = """\
+Args:
+    ax: axes to draw on; a new figure when ``None``.
+    title: optional axes title.
+
+Returns:
+    The axes drawn on."""
+
+
+def _input_from_below(ax: Axes, x: float, bus: float) -> None:
+    """The input :math:`x_t` entering the cell at ``x`` and joining the bus."""
+    _path(ax, [(x, -0.5), (x, bus)], arrow=False)
+    _dot(ax, x, bus)
+    ax.text(x + 0.15, -0.45, "$x_t$", ha="left", va="bottom")
+
+
+def _cell_frame(ax: Axes | None) -> Axes:
+    """``ax`` (or a new 7 x 4.4 in figure) with the grey box of a cell."""
+    ax = get_axes(ax, figsize=(7.0, 4.4))
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.3, 0.5),
+            9.4,
+            5.0,
+            boxstyle="round,pad=0,rounding_size=0.3",
+            facecolor="#f4f4f4",
+            edgecolor="#999999",
+            zorder=0,
+        )
+    )
+    return ax
+
+
 # -- diagrams -------------------------------------------------------------
 
 
@@ -227,6 +284,7 @@ def draw_unrolled_rnn(
 
 
 @styled
+@shared_doc(cell_args=_CELL_ARGS)
 def draw_lstm_cell(
     *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
@@ -237,25 +295,9 @@ def draw_lstm_cell(
     operations. The top line carries the cell state :math:`c`, changed only
     by the forget gate's product and the input gate's sum.
 
-    Args:
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
-
-    Returns:
-        The axes drawn on.
+    {cell_args}
     """
-    ax = get_axes(ax, figsize=(7.0, 4.4))
-    ax.add_patch(
-        FancyBboxPatch(
-            (0.3, 0.5),
-            9.4,
-            5.0,
-            boxstyle="round,pad=0,rounding_size=0.3",
-            facecolor="#f4f4f4",
-            edgecolor="#999999",
-            zorder=0,
-        )
-    )
+    ax = _cell_frame(ax)
     top, bus, gate_y = 4.8, 1.2, 2.4
     fx, ix, gx, ox, hx = 2.3, 4.0, 5.4, 7.0, 8.4
 
@@ -271,28 +313,15 @@ def draw_lstm_cell(
     # Input bus: h_{t-1} from the left, x_t from below.
     _path(ax, [(-0.6, bus), (ox, bus)], arrow=False)
     ax.text(-0.7, bus - 0.35, "$h_{t-1}$", ha="left", va="top")
-    _path(ax, [(1.2, -0.5), (1.2, bus)], arrow=False)
-    _dot(ax, 1.2, bus)
-    ax.text(1.35, -0.45, "$x_t$", ha="left", va="bottom")
+    _input_from_below(ax, 1.2, bus)
 
-    for x, fn, name in (
+    gates = [
         (fx, r"$\sigma$", "f"),
         (ix, r"$\sigma$", "i"),
         (gx, "tanh", "g"),
         (ox, r"$\sigma$", "o"),
-    ):
-        _dot(ax, x, bus)
-        _path(ax, [(x, bus), (x, gate_y - 0.3)])
-        _box(ax, x, gate_y, fn, size=9)
-        ax.text(
-            x - 0.55,
-            gate_y,
-            f"${name}$",
-            ha="right",
-            va="center",
-            fontsize=10,
-            color="#444444",
-        )
+    ]
+    _gates(ax, gates, bus, gate_y)
 
     # f multiplies the old cell state.
     _path(ax, [(fx, gate_y + 0.3), (fx, top - 0.25)])
@@ -333,6 +362,7 @@ def draw_lstm_cell(
 
 
 @styled
+@shared_doc(cell_args=_CELL_ARGS)
 def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
     r"""Draw a GRU cell in PyTorch's form: reset and update gates.
 
@@ -341,25 +371,9 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
     :math:`h_t = (1 - z) \odot n + z \odot h_{t-1}`, and the reset gate
     :math:`r` scales the recurrent term inside the candidate.
 
-    Args:
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
-
-    Returns:
-        The axes drawn on.
+    {cell_args}
     """
-    ax = get_axes(ax, figsize=(7.0, 4.4))
-    ax.add_patch(
-        FancyBboxPatch(
-            (0.3, 0.5),
-            9.4,
-            5.0,
-            boxstyle="round,pad=0,rounding_size=0.3",
-            facecolor="#f4f4f4",
-            edgecolor="#999999",
-            zorder=0,
-        )
-    )
+    ax = _cell_frame(ax)
     top, bus, gate_y = 4.8, 1.0, 2.3
     zx, rx, wx, nx, mx, px = 2.0, 3.4, 4.8, 6.2, 7.4, 8.6
 
@@ -375,26 +389,13 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
     # Input bus: h_{t-1} branches down, x_t enters from below.
     _dot(ax, 0.8, top)
     _path(ax, [(0.8, top), (0.8, bus), (nx, bus)], arrow=False)
-    _path(ax, [(1.3, -0.5), (1.3, bus)], arrow=False)
-    _dot(ax, 1.3, bus)
-    ax.text(1.45, -0.45, "$x_t$", ha="left", va="bottom")
-    for x, fn, name in (
+    _input_from_below(ax, 1.3, bus)
+    gates = [
         (zx, r"$\sigma$", "z"),
         (rx, r"$\sigma$", "r"),
         (nx, "tanh", "n"),
-    ):
-        _dot(ax, x, bus)
-        _path(ax, [(x, bus), (x, gate_y - 0.3)])
-        _box(ax, x, gate_y, fn, size=9)
-        ax.text(
-            x - 0.55,
-            gate_y,
-            f"${name}$",
-            ha="right",
-            va="center",
-            fontsize=10,
-            color="#444444",
-        )
+    ]
+    _gates(ax, gates, bus, gate_y)
 
     # z keeps part of the old state ...
     _path(ax, [(zx, gate_y + 0.3), (zx, top - 0.25)])
@@ -616,6 +617,43 @@ def _finish(
     return ax
 
 
+def _sum_node(ax: Axes, x: float, y: float) -> None:
+    """The circle of a weighted sum, centred at ``(x, y)``."""
+    circle = Circle((x, y), 0.27, facecolor=_FUNC, edgecolor=_LINE, lw=1.0)
+    circle.set_zorder(3)
+    ax.add_patch(circle)
+    ax.text(x, y, r"$\Sigma$", ha="center", va="center", zorder=4)
+
+
+def _weight_line(
+    ax: Axes,
+    start: tuple[float, float],
+    end: tuple[float, float],
+    weight: float,
+) -> None:
+    """A line from ``start`` to ``end``, as thick as its ``weight``."""
+    _path(
+        ax, [start, end], arrow=False, lw=0.4 + 5.0 * weight, color=PALETTE[0]
+    )
+
+
+def _weight_bar(
+    ax: Axes, x: float, y: float, width: float, height: float
+) -> None:
+    """A softmax weight as a bar centred on ``x``, tagged ``"weight"``."""
+    bar = FancyBboxPatch(
+        (x - width / 2, y),
+        width,
+        height,
+        boxstyle="square,pad=0",
+        facecolor=PALETTE[0],
+        edgecolor="none",
+        zorder=3,
+    )
+    bar.set_gid("weight")
+    ax.add_patch(bar)
+
+
 def _short(token: str, limit: int = 8) -> str:
     """A token cut to ``limit`` characters, dollar signs escaped."""
     if len(token) > limit:
@@ -649,21 +687,11 @@ def _check_weights(
         ValueError: if the shape differs, a value is negative or not
             finite, or a row does not sum to 1.
     """
-    if isinstance(weights, torch.Tensor):
-        array = weights.detach().cpu().to(torch.float64).numpy()
-    else:
-        try:
-            array = np.asarray(weights, dtype=float)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"{name} must be numbers, got {type(weights).__name__}"
-            ) from None
+    array = as_array(weights, name)  # float64; NaN and inf rejected
     if array.shape != shape:
         raise ValueError(
             f"{name} must have shape {shape}, got {tuple(array.shape)}"
         )
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} holds NaN or infinite values")
     if (array < 0).any():
         raise ValueError(f"{name} must be non-negative (softmax weights)")
     sums = array.sum(axis=-1)
@@ -894,13 +922,7 @@ def draw_query_row(
         q_text = f"$q$: {_short(names[query])}"
     _rect(ax, centre, y_q, q_text, w=1.5, color=_tint(PALETTE[1], 0.35))
     for x, a in zip(xs, row, strict=True):
-        _path(
-            ax,
-            [(centre, y_q - 0.28), (x, y_k + 0.28)],
-            arrow=False,
-            lw=0.4 + 5.0 * a,
-            color=PALETTE[0],
-        )
+        _weight_line(ax, (centre, y_q - 0.28), (x, y_k + 0.28), a)
     for m, x in enumerate(xs):
         text = f"$k_{{{m + 1}}}$" if names is None else _short(names[m])
         size_m = 10 if names is None or len(text) <= 6 else 8.5
@@ -922,17 +944,7 @@ def draw_query_row(
     # The softmax weights as bars, with their values.
     ax.plot([xs[0] - 0.55, xs[-1] + 0.55], [y_bar, y_bar], color=_LINE, lw=0.8)
     for x, a in zip(xs, row, strict=True):
-        bar = FancyBboxPatch(
-            (x - 0.3, y_bar),
-            0.6,
-            bar_h * a,
-            boxstyle="square,pad=0",
-            facecolor=PALETTE[0],
-            edgecolor="none",
-            zorder=3,
-        )
-        bar.set_gid("weight")
-        ax.add_patch(bar)
+        _weight_bar(ax, x, y_bar, 0.6, bar_h * a)
         _note(
             ax,
             x,
@@ -946,24 +958,8 @@ def draw_query_row(
     for m, x in enumerate(xs):
         _rect(ax, x, y_v, f"$v_{{{m + 1}}}$", w=0.8, size=10, gid="value")
     for x, a in zip(xs, row, strict=True):
-        _path(
-            ax,
-            [(x, y_v - 0.28), (centre, y_sum + 0.27)],
-            arrow=False,
-            lw=0.4 + 5.0 * a,
-            color=PALETTE[0],
-        )
-    ax.add_patch(
-        Circle(
-            (centre, y_sum),
-            0.27,
-            facecolor=_FUNC,
-            edgecolor=_LINE,
-            lw=1.0,
-            zorder=3,
-        )
-    )
-    ax.text(centre, y_sum, r"$\Sigma$", ha="center", va="center", zorder=4)
+        _weight_line(ax, (x, y_v - 0.28), (centre, y_sum + 0.27), a)
+    _sum_node(ax, centre, y_sum)
     _path(ax, [(centre + 0.27, y_sum), (centre + 0.9, y_sum)])
     ax.text(
         centre + 1.0,
@@ -1384,17 +1380,7 @@ def draw_seq2seq_attention(
     # The weights as bars, summed with the states into the context.
     x_c = box_x
     for x, a in zip(xs, alpha, strict=True):
-        bar = FancyBboxPatch(
-            (x - 0.25, y_bar),
-            0.5,
-            bar_h * a,
-            boxstyle="square,pad=0",
-            facecolor=PALETTE[0],
-            edgecolor="none",
-            zorder=3,
-        )
-        bar.set_gid("weight")
-        ax.add_patch(bar)
+        _weight_bar(ax, x, y_bar, 0.5, bar_h * a)
         _note(
             ax,
             x,
@@ -1419,17 +1405,7 @@ def draw_seq2seq_attention(
         size=9,
         color=_LINE,
     )
-    ax.add_patch(
-        Circle(
-            (x_c, y_c),
-            0.27,
-            facecolor=_FUNC,
-            edgecolor=_LINE,
-            lw=1.0,
-            zorder=3,
-        )
-    )
-    ax.text(x_c, y_c, r"$\Sigma$", ha="center", va="center", zorder=4)
+    _sum_node(ax, x_c, y_c)
     _note(
         ax,
         x_c - 0.4,
