@@ -21,6 +21,7 @@ from .._checks import (
     check_probability,
     check_tensor,
 )
+from .._docs import shared_doc
 
 __all__ = [
     "LearnedPositionalEmbedding",
@@ -186,6 +187,14 @@ def sinusoidal_shift_matrix(
     return matrix.to(dtype)
 
 
+# What both forwards raise, from _AddedPositions._check_input (see _docs).
+_FORWARD_RAISES = """\
+Raises:
+    TypeError: if ``x`` is not a tensor or ``offset`` not an int.
+    ValueError: if ``x`` is not ``(B, T, d_model)``, ``offset`` is
+        negative, or the positions run past ``max_seq_len``."""
+
+
 class _AddedPositions(nn.Module):
     """Shared checks of the modules that add a table to their input."""
 
@@ -259,6 +268,7 @@ class SinusoidalPositionalEncoding(_AddedPositions):
             f"base={self.base:g}"
         )
 
+    @shared_doc(forward_raises=_FORWARD_RAISES)
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """Add the encodings of positions ``offset .. offset + T - 1``.
 
@@ -270,10 +280,7 @@ class SinusoidalPositionalEncoding(_AddedPositions):
         Returns:
             ``dropout(x + PE[offset : offset + T])``.
 
-        Raises:
-            TypeError: if ``x`` is not a tensor or ``offset`` not an int.
-            ValueError: if ``x`` is not ``(B, T, d_model)``, ``offset`` is
-                negative, or the positions run past ``max_seq_len``.
+        {forward_raises}
         """
         end = self._check_input(x, offset)
         table = self.pe[offset:end].to(x.dtype)  # (T, d_model)
@@ -331,6 +338,7 @@ class LearnedPositionalEmbedding(_AddedPositions):
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_seq_len={self.max_seq_len}"
 
+    @shared_doc(forward_raises=_FORWARD_RAISES)
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """Add the embeddings of positions ``offset .. offset + T - 1``.
 
@@ -341,10 +349,7 @@ class LearnedPositionalEmbedding(_AddedPositions):
         Returns:
             ``dropout(x + E[offset : offset + T])``.
 
-        Raises:
-            TypeError: if ``x`` is not a tensor or ``offset`` not an int.
-            ValueError: if ``x`` is not ``(B, T, d_model)``, ``offset`` is
-                negative, or the positions run past ``max_seq_len``.
+        {forward_raises}
         """
         end = self._check_input(x, offset)
         positions = torch.arange(offset, end, device=x.device)

@@ -105,8 +105,13 @@ _Twin = TypeVar("_Twin", bound="_TorchTwin")
 class _TorchTwin(nn.Module):
     """Initialisation and weight copying shared by cells and layers."""
 
-    hidden_size: int
     _torch_twin: type[nn.Module] = nn.Module
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool) -> None:
+        super().__init__()
+        self.input_size = check_int("input_size", input_size)
+        self.hidden_size = check_int("hidden_size", hidden_size)
+        self.bias = bool(bias)
 
     def reset_parameters(self) -> None:
         """Draw every parameter from U(-1/sqrt(H), 1/sqrt(H)), as PyTorch."""
@@ -339,10 +344,7 @@ class RNNCellBase(_TorchTwin):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        self.input_size = check_int("input_size", input_size)
-        self.hidden_size = check_int("hidden_size", hidden_size)
-        self.bias = bool(bias)
+        super().__init__(input_size, hidden_size, bias)
         rows = self.num_chunks * self.hidden_size
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.weight_ih = nn.Parameter(

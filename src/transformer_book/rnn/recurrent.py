@@ -103,9 +103,7 @@ class RNNBase(_TorchTwin):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        self.input_size = check_int("input_size", input_size)
-        self.hidden_size = check_int("hidden_size", hidden_size)
+        super().__init__(input_size, hidden_size, bias)
         self.num_layers = check_int("num_layers", num_layers)
         self.dropout = check_probability("dropout", dropout)
         if self.dropout > 0 and num_layers == 1:
@@ -114,7 +112,6 @@ class RNNBase(_TorchTwin):
                 "with num_layers=1",
                 stacklevel=2,
             )
-        self.bias = bool(bias)
         self.bidirectional = bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
 
