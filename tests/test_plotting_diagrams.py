@@ -367,3 +367,123 @@ def test_seq2seq_attention_rejects_bad_input(args, kwargs, error, match):
 def test_diagrams_reject_axes_that_are_not_axes():
     with pytest.raises(TypeError, match="ax must be matplotlib Axes"):
         diagrams.draw_cross_attention(ax="nope")
+
+
+# -- Part III: the transformer block and the kinds of attention --------------
+
+PART3_DIAGRAMS = [
+    diagrams.draw_transformer_block,
+    lambda **kw: diagrams.draw_transformer_block(
+        norm_first=True, decoder=True, **kw
+    ),
+    diagrams.draw_attention_kinds,
+    lambda **kw: diagrams.draw_attention_kinds(src_len=8, tgt_len=1, **kw),
+]
+
+
+@pytest.mark.parametrize("draw", PART3_DIAGRAMS)
+def test_part3_diagrams_are_diagrams_in_the_text_column(draw):
+    before = dict(mpl.rcParams)
+    ax = draw()
+    width, height = ax.figure.get_size_inches()
+    assert width <= 7.0 + 1e-9 and 1.0 < height < 6.0
+    assert not ax.axison
+    assert _overlapping_texts(ax) == []
+    _, given = plt.subplots()
+    assert draw(ax=given, title="t") is given and given.get_title() == "t"
+    assert dict(mpl.rcParams) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "count"),
+    [
+        ({}, 2),
+        ({"norm_first": True}, 2),
+        ({"decoder": True}, 3),
+        ({"decoder": True, "norm_first": True}, 3),
+    ],
+)
+def test_transformer_block_has_a_norm_and_an_addition_per_sublayer(
+    kwargs, count
+):
+    ax = diagrams.draw_transformer_block(**kwargs)
+    sublayers = _tagged(ax, "sublayer")
+    norms = _tagged(ax, "norm")
+    adds = _tagged(ax, "add")
+    assert len(sublayers) == len(norms) == len(adds) == count
+    texts = _texts(ax)
+    assert any("Feed-forward" in t for t in texts)
+    assert (
+        any("Masked" in t for t in texts)
+        == any("memory" in t for t in texts)
+        == any("cross-attention" in t for t in texts)
+        == kwargs.get("decoder", False)
+    )
+    assert r"$\times L$" in texts
+
+
+def _centre_y(patch) -> float:
+    if hasattr(patch, "center"):  # a Circle
+        return float(patch.center[1])
+    return float(patch.get_y() + patch.get_height() / 2)
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_transformer_block_puts_the_norm_where_the_variant_does(decoder):
+    post = diagrams.draw_transformer_block(decoder=decoder)
+    pre = diagrams.draw_transformer_block(norm_first=True, decoder=decoder)
+    for ax, norm_first in ((post, False), (pre, True)):
+        sublayers = _tagged(ax, "sublayer")
+        norms = _tagged(ax, "norm")
+        adds = _tagged(ax, "add")
+        for sub, norm, add in zip(sublayers, norms, adds, strict=True):
+            y_sub, y_norm, y_add = map(_centre_y, (sub, norm, add))
+            if norm_first:  # LayerNorm -> sublayer -> add
+                assert y_norm < y_sub < y_add
+            else:  # sublayer -> add -> LayerNorm
+                assert y_sub < y_add < y_norm
+
+
+@pytest.mark.parametrize("name", ["norm_first", "decoder"])
+def test_transformer_block_rejects_flags_that_are_not_bools(name):
+    with pytest.raises(TypeError, match=f"{name} must be a bool, got int"):
+        diagrams.draw_transformer_block(**{name: 1})
+
+
+@pytest.mark.parametrize(("src_len", "tgt_len"), [(5, 4), (3, 6), (1, 1)])
+def test_attention_kinds_fill_the_allowed_cells(src_len, tgt_len):
+    ax = diagrams.draw_attention_kinds(src_len=src_len, tgt_len=tgt_len)
+    allowed = len(_tagged(ax, "allowed"))
+    blocked = len(_tagged(ax, "blocked"))
+    causal = tgt_len * (tgt_len + 1) // 2
+    assert allowed == src_len**2 + causal + tgt_len * src_len
+    assert blocked == tgt_len * (tgt_len - 1) // 2
+    # One key dot per column and one query dot per row, in every panel.
+    assert len(_tagged(ax, "key")) == src_len + tgt_len + src_len
+    assert len(_tagged(ax, "query")) == src_len + tgt_len + tgt_len
+    texts = _texts(ax)
+    for name in ("encoder self-attention", "cross-attention"):
+        assert name in texts
+    assert f"e{src_len}" in texts and f"d{tgt_len}" in texts
+
+
+def test_attention_kinds_blocks_exactly_the_future():
+    ax = diagrams.draw_attention_kinds(src_len=2, tgt_len=3)
+    cells = [p for p in ax.patches if p.get_gid() in ("allowed", "blocked")]
+    causal = cells[4:13]  # after the 2 x 2 encoder grid, row by row
+    pattern = [c.get_gid() == "allowed" for c in causal]
+    expected = np.tril(np.ones((3, 3), dtype=bool)).ravel().tolist()
+    assert pattern == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"src_len": 0}, ValueError, "src_len=0 must be positive"),
+        ({"tgt_len": 9}, ValueError, "tgt_len=9 must be between 1 and 8"),
+        ({"src_len": 2.0}, TypeError, "src_len must be an int"),
+    ],
+)
+def test_attention_kinds_rejects_bad_lengths(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_attention_kinds(**kwargs)

@@ -4,7 +4,9 @@ The recurrent cells of Part I (the unrolled RNN, the LSTM and GRU cells),
 how tokenizers cut a text, and the attention diagrams of Part II and the
 encoder-decoder chapter: the flow from :math:`X` through :math:`Q, K, V` to
 the output, one query's row of weights, heads split and merged,
-cross-attention, and an RNN encoder-decoder with additive attention.
+cross-attention, and an RNN encoder-decoder with additive attention; and
+for Part III the transformer block (post-LN and pre-LN, encoder and
+decoder) and the three kinds of attention in an encoder-decoder.
 
 Every helper draws on the axes it is given (or on a new figure about 7
 inches wide, the text column), keeps its text clear of boxes and arrows,
@@ -29,6 +31,7 @@ from .._docs import shared_doc
 from ._style import PALETTE, as_array, get_axes, styled
 
 __all__ = [
+    "draw_attention_kinds",
     "draw_cross_attention",
     "draw_gru_cell",
     "draw_heads_split_merge",
@@ -36,6 +39,7 @@ __all__ = [
     "draw_qkv_flow",
     "draw_query_row",
     "draw_seq2seq_attention",
+    "draw_transformer_block",
     "draw_unrolled_rnn",
     "plot_tokenization",
 ]
@@ -560,9 +564,19 @@ def _note(
     va: str = "center",
     size: float = 8.5,
     color: str = _MUTED,
+    rotation: float = 0.0,
 ) -> None:
     """A small explanatory label outside the boxes."""
-    ax.text(x, y, text, ha=ha, va=va, fontsize=size, color=color)
+    ax.text(
+        x,
+        y,
+        text,
+        ha=ha,
+        va=va,
+        fontsize=size,
+        color=color,
+        rotation=rotation,
+    )
 
 
 def _new_axes(
@@ -1433,6 +1447,375 @@ def draw_seq2seq_attention(
         "decoder",
         ha="left",
         size=9,
+        color=_LINE,
+    )
+    return _finish(ax, layout, xlim, ylim, title)
+
+
+# -- Part III: the transformer block and the kinds of attention ------------
+
+_ATTN = _tint(PALETTE[1], 0.45)  # attention sublayers (learned)
+_FFN = _tint(PALETTE[5], 0.45)  # the feed-forward sublayer (learned)
+_NORM = _tint(PALETTE[6], 0.45)  # LayerNorm
+_ENC = _tint(PALETTE[0], 0.3)  # encoder tokens
+_DEC = _tint(PALETTE[1], 0.45)  # decoder tokens
+
+
+def _add_node(ax: Axes, x: float, y: float) -> None:
+    """The residual addition: a circle with a plus, tagged ``"add"``."""
+    circle = Circle((x, y), 0.22, facecolor=_FUNC, edgecolor=_LINE, lw=1.0)
+    circle.set_zorder(3)
+    circle.set_gid("add")
+    ax.add_patch(circle)
+    ax.text(x, y, "+", ha="center", va="center", fontsize=11, zorder=4)
+
+
+@styled
+def draw_transformer_block(
+    *,
+    norm_first: bool = False,
+    decoder: bool = False,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    r"""Draw one transformer layer: sublayers, residual paths and norms.
+
+    The input :math:`X` flows upwards. An encoder layer has two sublayers,
+    multi-head self-attention and the position-wise feed-forward network;
+    a decoder layer has three: masked (causal) self-attention,
+    cross-attention whose keys and values come from the encoder's output
+    (the *memory*), and the feed-forward network. Each sublayer sits on a
+    residual branch: its output is added (:math:`+`) to its input, which
+    skips past it on the right.
+
+    Post-LN (``norm_first=False``, the original transformer of Vaswani et
+    al., 2017) normalises after each addition,
+    :math:`x \leftarrow \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))`;
+    pre-LN (``norm_first=True``, Xiong et al., 2020) normalises inside the
+    branch, :math:`x \leftarrow x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))`,
+    so the skip path carries :math:`x` through the layer untouched. A
+    dashed frame marks what is repeated :math:`L` times.
+
+    Args:
+        norm_first: draw the pre-LN variant.
+        decoder: draw a decoder layer (three sublayers) instead of an
+            encoder layer.
+        ax: axes to draw on; a new figure when ``None``.
+        title: optional axes title.
+
+    Returns:
+        The axes drawn on. Sublayer boxes are tagged ``"sublayer"``,
+        LayerNorm boxes ``"norm"`` and the additions ``"add"`` (patch
+        ``gid``), in order from the input upwards.
+
+    Raises:
+        TypeError: if ``norm_first`` or ``decoder`` is not a bool.
+    """
+    norm_first = check_bool("norm_first", norm_first)
+    decoder = check_bool("decoder", decoder)
+    if decoder:
+        sublayers = [
+            ("Masked multi-head\nself-attention", _ATTN),
+            ("Multi-head\ncross-attention", _ATTN),
+            ("Feed-forward", _FFN),
+        ]
+    else:
+        sublayers = [
+            ("Multi-head\nself-attention", _ATTN),
+            ("Feed-forward", _FFN),
+        ]
+    box_w, sub_h, norm_h = 2.6, 0.7, 0.42
+    skip_x = box_w / 2 + 0.55  # the residual path, right of the boxes
+    unit = 2.55  # height of one sublayer with its norm and addition
+    y_in = 0.0
+    y0 = 0.75  # the first branch point
+    top = y0 + unit * len(sublayers)
+    y_out = top + 0.55
+    xlim = (-4.1 if decoder else -2.45, 2.75)
+    ylim = (y_in - 0.3, y_out + 0.3)
+    ax, layout = _new_axes(ax, xlim, ylim, 0.6)
+
+    _note(ax, 0.0, y_in, "input $X$", size=9.5, color=_LINE)
+    _path(ax, [(0.0, y_in + 0.2), (0.0, y0)], arrow=False)
+    for k, (name, color) in enumerate(sublayers):
+        base = y0 + k * unit
+        # The skip path: branch at base, rejoin at the addition.
+        if norm_first:
+            y_norm, y_sub, y_add = base + 0.55, base + 1.4, base + 2.2
+        else:
+            y_sub, y_add, y_norm = base + 0.7, base + 1.55, base + 2.2
+        _dot(ax, 0.0, base)
+        _path(
+            ax,
+            [(0.0, base), (skip_x, base), (skip_x, y_add), (0.22, y_add)],
+            color=_STATE,
+        )
+        _rect(
+            ax,
+            0.0,
+            y_sub,
+            name,
+            w=box_w,
+            h=sub_h,
+            color=color,
+            size=9,
+            gid="sublayer",
+        )
+        _rect(
+            ax,
+            0.0,
+            y_norm,
+            "LayerNorm",
+            w=box_w * 0.75,
+            h=norm_h,
+            color=_NORM,
+            size=9,
+            gid="norm",
+        )
+        _add_node(ax, 0.0, y_add)
+        # The main path through this unit, bottom to top.
+        stops = sorted(
+            [
+                (y_sub, sub_h / 2),
+                (y_norm, norm_h / 2),
+                (y_add, 0.22),
+            ]
+        )
+        previous = base
+        for y, half in stops:
+            _path(ax, [(0.0, previous), (0.0, y - half)])
+            previous = y + half
+        end = base + unit
+        _path(ax, [(0.0, previous), (0.0, end)], arrow=False)
+        if decoder and k == 1:
+            # Keys and values from the encoder's output.
+            y_mem = y_sub
+            x_mem = -box_w / 2 - 0.95
+            _path(ax, [(x_mem, y_mem), (-box_w / 2, y_mem)])
+            _note(
+                ax,
+                x_mem - 0.1,
+                y_mem,
+                "memory\n(encoder\noutput)",
+                ha="right",
+                size=8.5,
+                color=_LINE,
+            )
+            _note(
+                ax,
+                (x_mem - box_w / 2) / 2,
+                y_mem + 0.1,
+                "$K, V$",
+                va="bottom",
+                size=8,
+            )
+    _path(ax, [(0.0, top), (0.0, y_out - 0.2)])
+    _note(ax, 0.0, y_out, "output", size=9.5, color=_LINE)
+
+    # The repeated layer.
+    frame_left = -box_w / 2 - 0.3
+    frame = FancyBboxPatch(
+        (frame_left, y0 - 0.3),
+        skip_x + 0.3 - frame_left,
+        top - y0 + 0.28,
+        boxstyle="round,pad=0,rounding_size=0.15",
+        facecolor="none",
+        edgecolor="#999999",
+        linestyle="--",
+        linewidth=1.0,
+        zorder=1,
+    )
+    frame.set_gid("frame")
+    ax.add_patch(frame)
+    _note(
+        ax,
+        frame_left - 0.12,
+        y0 - 0.15,
+        r"$\times L$",
+        ha="right",
+        va="bottom",
+        size=10,
+        color=_LINE,
+    )
+    _note(
+        ax,
+        skip_x + 0.12,
+        y0 + 0.45,
+        "residual",
+        ha="left",
+        va="bottom",
+        size=8,
+        color=_STATE,
+        rotation=90,
+    )
+    return _finish(ax, layout, xlim, ylim, title)
+
+
+def _token_dot(
+    ax: Axes, x: float, y: float, text: str, color: str, gid: str
+) -> None:
+    """A token as a small labelled circle, tagged ``gid``."""
+    circle = Circle((x, y), 0.2, facecolor=color, edgecolor=_LINE, lw=0.8)
+    circle.set_zorder(3)
+    circle.set_gid(gid)
+    ax.add_patch(circle)
+    ax.text(x, y, text, ha="center", va="center", fontsize=7.5, zorder=4)
+
+
+def _allowed_grid(
+    ax: Axes,
+    x0: float,
+    y0: float,
+    allowed: np.ndarray,
+    cell: float,
+    color: str,
+) -> None:
+    """Cells (query rows, key columns), filled where attention may look.
+
+    Filled cells are tagged ``"allowed"`` and empty ones ``"blocked"``.
+    """
+    for i in range(allowed.shape[0]):
+        for j in range(allowed.shape[1]):
+            ok = bool(allowed[i, j])
+            patch = FancyBboxPatch(
+                (x0 + j * cell, y0 - (i + 1) * cell),
+                cell,
+                cell,
+                boxstyle="square,pad=0",
+                facecolor=color if ok else "white",
+                edgecolor="#bbbbbb",
+                linewidth=0.8,
+                zorder=2,
+            )
+            patch.set_gid("allowed" if ok else "blocked")
+            ax.add_patch(patch)
+
+
+@styled
+def draw_attention_kinds(
+    *,
+    src_len: int = 5,
+    tgt_len: int = 4,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw the three kinds of attention in a transformer, side by side.
+
+    Each panel is a grid with one row per query and one column per key;
+    a filled cell means the query may attend to that key (the package's
+    boolean-mask convention, ``True`` = may attend). Encoder tokens are
+    blue, decoder tokens orange.
+
+    - Encoder self-attention: the ``src_len`` source tokens attend to each
+      other, all to all.
+    - Decoder masked self-attention: each of the ``tgt_len`` target tokens
+      attends to itself and the tokens before it (the causal mask).
+    - Cross-attention: decoder queries attend to every encoder output; the
+      grid is ``tgt_len`` by ``src_len`` (Vaswani et al., 2017).
+
+    Args:
+        src_len: encoder (source) tokens :math:`S`, 1 to 8.
+        tgt_len: decoder (target) tokens :math:`T`, 1 to 8.
+        ax: axes to draw on; a new figure when ``None``.
+        title: optional axes title.
+
+    Returns:
+        The axes drawn on; grid cells are tagged ``"allowed"`` or
+        ``"blocked"``, panel by panel.
+
+    Raises:
+        TypeError: if a length is not an int.
+        ValueError: if a length is outside 1..8.
+    """
+    src_len = _check_count("src_len", src_len, 8)
+    tgt_len = _check_count("tgt_len", tgt_len, 8)
+    cell = 0.42
+    gap = 1.25  # between panels
+    panels = [
+        (
+            "encoder self-attention",
+            "all to all",
+            np.ones((src_len, src_len), dtype=bool),
+            _ENC,
+            _ENC,
+            ("e", "e"),
+        ),
+        (
+            "decoder masked self-attention",
+            "causal: no looking ahead",
+            np.tril(np.ones((tgt_len, tgt_len), dtype=bool)),
+            _DEC,
+            _DEC,
+            ("d", "d"),
+        ),
+        (
+            "cross-attention",
+            "decoder queries, encoder keys",
+            np.ones((tgt_len, src_len), dtype=bool),
+            _DEC,
+            _ENC,
+            ("d", "e"),
+        ),
+    ]
+    widths = [p[2].shape[1] * cell for p in panels]
+    width_min = 2.45  # the caption under a panel needs this much room
+    slots = [max(w, width_min) for w in widths]
+    rows = max(src_len, tgt_len)
+    y_top = 0.0
+    x_label = 0.55  # query dots sit this far left of a grid
+    lefts = []
+    x = x_label + 0.25
+    for slot in slots:
+        lefts.append(x)
+        x += slot + gap
+    xlim = (0.0, x - gap + 0.1)
+    ylim = (y_top - rows * cell - 1.45, y_top + 0.65)
+    ax, layout = _new_axes(ax, xlim, ylim, 0.75)
+    fill = {_ENC: _tint(PALETTE[0], 0.75), _DEC: _tint(PALETTE[1], 0.8)}
+    for (name, rule, allowed, q_color, k_color, (qs, ks)), left, slot in zip(
+        panels, lefts, slots, strict=True
+    ):
+        q_count, k_count = allowed.shape
+        x0 = left + (slot - k_count * cell) / 2
+        _allowed_grid(ax, x0, y_top, allowed, cell, fill[q_color])
+        for j in range(k_count):
+            _token_dot(
+                ax,
+                x0 + (j + 0.5) * cell,
+                y_top + 0.35,
+                f"{ks}{j + 1}",
+                k_color,
+                "key",
+            )
+        for i in range(q_count):
+            _token_dot(
+                ax,
+                x0 - 0.35,
+                y_top - (i + 0.5) * cell,
+                f"{qs}{i + 1}",
+                q_color,
+                "query",
+            )
+        y_text = y_top - rows * cell - 0.2
+        _note(
+            ax,
+            x0 + k_count * cell / 2,
+            y_text,
+            name,
+            va="top",
+            size=9,
+            color=_LINE,
+        )
+        _note(
+            ax, x0 + k_count * cell / 2, y_text - 0.38, rule, va="top", size=8
+        )
+    _note(
+        ax,
+        (xlim[0] + xlim[1]) / 2,
+        ylim[0] + 0.05,
+        "rows: queries    columns: keys    filled: may attend",
+        va="bottom",
+        size=8,
         color=_LINE,
     )
     return _finish(ax, layout, xlim, ylim, title)
