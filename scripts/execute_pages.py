@@ -127,7 +127,8 @@ def main() -> int:
     # The executor's pool holds one kernel per core: one thread each.
     kernels = os.cpu_count() or 1
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    print(f"{os.environ['OMP_NUM_THREADS']} compute thread(s) per page")
+    threads = int(os.environ['OMP_NUM_THREADS'])
+    print(f"{threads} compute thread{'s' if threads != 1 else ''} per page")
 
     cache = get_cache(str(root / "_build" / ".jupyter_cache"))
     pages = {str(page): page for page in toc_pages(root)}
