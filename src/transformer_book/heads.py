@@ -20,7 +20,7 @@ token, and both ``(B, T)`` and the package's ``(B, 1, 1, T)`` are accepted.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -298,7 +298,8 @@ class LMHead(nn.Module):
                     f"tied_embedding has weight shape {shape}, expected "
                     f"(vocab_size, d_model) = ({vocab_size}, {d_model})"
                 )
-            self.weight = tied_embedding.weight  # shared, not copied
+            # The same Parameter, shared, not copied.
+            self.weight = cast(nn.Parameter, tied_embedding.weight)
         self.tied = tied_embedding is not None
         self.bias = nn.Parameter(torch.empty(vocab_size)) if bias else None
         self.reset_parameters()

@@ -1,0 +1,309 @@
+"""A decoder-only language model in the style of GPT-2.
+
+Token embeddings (plus learned positions, or rotary positions inside the
+attention), a stack of pre-LN transformer blocks with causal
+self-attention, a final LayerNorm and an LM head tied to the token
+embeddings (Radford et al., 2019). A GPT block is the package's
+:class:`~transformer_book.layers.EncoderLayer` with ``norm_first=True``,
+called with ``is_causal=True``: "decoder-only" names what the model does
+(it predicts the next token), not a third kind of block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._checks import (
+    check_bool,
+    check_choice,
+    check_probability,
+    check_tensor,
+)
+from ..heads import IGNORE_INDEX, LMHead
+from ..layers import EncoderLayer, LayerNorm
+from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
+from ._common import (
+    check_model_sizes,
+    check_sequences,
+    init_normal,
+    resolve_d_ff,
+    resolved_d_ff,
+    scale_residual_projections,
+)
+
+__all__ = ["GPT", "GPTConfig"]
+
+_POSITIONAL = ("learned", "rope")
+
+# GPT-2's published sizes (Radford et al., 2019, table 2; the released
+# checkpoints): d_model, num_layers, num_heads.
+_GPT2_SIZES = {
+    "small": (768, 12, 12),
+    "medium": (1024, 24, 16),
+    "large": (1280, 36, 20),
+    "xl": (1600, 48, 25),
+}
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes of a :class:`GPT` model.
+
+    Args:
+        vocab_size: token ids are in ``range(vocab_size)``.
+        max_seq_len: the longest sequence the model accepts (and the size
+            of the learned position table).
+        d_model: width of the residual stream.
+        num_heads: attention heads per layer; must divide ``d_model``.
+        num_layers: number of transformer blocks.
+        d_ff: width of the feed-forward hidden layer; ``None`` means
+            ``4 * d_model`` (GPT-2), and the config then holds that number.
+        dropout: dropout on the embeddings, the attention weights and each
+            residual branch (training mode only).
+        bias: biases in the linear layers and LayerNorms (GPT-2 has them;
+            many later models drop them).
+        positional: ``"learned"`` (a table of ``max_seq_len`` vectors added
+            to the embeddings, GPT-2) or ``"rope"`` (rotary embeddings of
+            queries and keys, Su et al., 2021; no parameters).
+        tie_weights: the LM head reuses the token-embedding matrix.
+
+    Raises:
+        TypeError: if a size is not an int or a flag not a bool.
+        ValueError: if a size is below 1, ``dropout`` is outside
+            ``[0, 1)``, ``num_heads`` does not divide ``d_model``,
+            ``positional`` is unknown, or RoPE gets an odd head size.
+
+    Example:
+        >>> config = GPTConfig(vocab_size=100, max_seq_len=16, d_model=32,
+        ...                    num_heads=4, num_layers=2)
+        >>> config.d_ff
+        128
+    """
+
+    vocab_size: int
+    max_seq_len: int
+    d_model: int
+    num_heads: int
+    num_layers: int
+    d_ff: int | None = None
+    dropout: float = 0.0
+    bias: bool = True
+    positional: str = "learned"
+    tie_weights: bool = True
+
+    def __post_init__(self) -> None:
+        check_model_sizes(self, "vocab_size", "num_layers")
+        resolve_d_ff(self)
+        check_probability("dropout", self.dropout)
+        check_bool("bias", self.bias)
+        check_bool("tie_weights", self.tie_weights)
+        check_choice("positional", self.positional, _POSITIONAL)
+        if self.positional == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"positional='rope' needs an even head_dim, got "
+                f"d_model={self.d_model} // num_heads={self.num_heads} = "
+                f"{self.head_dim}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head, ``d_model // num_heads``."""
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def gpt2(cls, size: str = "small", **overrides: object) -> GPTConfig:
+        """The configuration of a released GPT-2 model.
+
+        Vocabulary 50,257, context 1,024, ``d_ff = 4 d_model``, biases,
+        learned positions and a tied LM head without bias. Built from
+        these configs, :class:`GPT` has exactly the released parameter
+        counts: 124,439,808 (small), 354,823,168 (medium), 774,030,080
+        (large) and 1,557,611,200 (xl).
+
+        Args:
+            size: ``"small"``, ``"medium"``, ``"large"`` or ``"xl"``.
+            **overrides: fields to change (``dropout=0.1``, ...).
+
+        Returns:
+            The config.
+
+        Raises:
+            ValueError: if ``size`` is unknown.
+        """
+        check_choice("size", size, tuple(_GPT2_SIZES))
+        d_model, num_layers, num_heads = _GPT2_SIZES[size]
+        fields: dict[str, object] = {
+            "vocab_size": 50257,
+            "max_seq_len": 1024,
+            "d_model": d_model,
+            "num_heads": num_heads,
+            "num_layers": num_layers,
+        }
+        fields.update(overrides)
+        return cls(**fields)  # type: ignore[arg-type]
+
+
+class GPT(nn.Module):
+    r"""Decoder-only transformer language model (GPT-2 style).
+
+    .. math::
+
+        h_0 &= E[x] + P \quad (\text{learned positions; RoPE adds none})\\
+        h_\ell &= \mathrm{Block}_\ell(h_{\ell-1}),
+            \quad \ell = 1, \dots, L \\
+        \text{logits} &= \mathrm{LayerNorm}(h_L)\, E^\top
+
+    where each block is ``x + Attn(LN(x))`` then ``x + FFN(LN(x))`` with a
+    causal mask (token ``t`` sees tokens ``0..t``), GELU in the
+    feed-forward network, and :math:`E^\top` the tied LM head (a separate
+    matrix when ``tie_weights=False``).
+
+    Parameters: with ``d_ff = 4 d_model``, learned positions, biases and a
+    tied head, the model has
+    :math:`V D + T_{\max} D + L (12 D^2 + 13 D) + 2 D` parameters, which
+    gives GPT-2's published counts (:meth:`GPTConfig.gpt2`).
+
+    Initialisation follows GPT-2: every linear and embedding weight
+    ``~ N(0, 0.02^2)``, zero biases, and the two residual output
+    projections of each block (attention ``out_proj``, the feed-forward
+    network's second layer) scaled by :math:`1/\sqrt{2L}`.
+
+    Args:
+        config: the model's sizes.
+
+    Shape:
+        - idx: ``(B, T)`` token ids with ``T <= max_seq_len``.
+        - targets: ``(B, T)`` ids, ``-100`` where no loss is wanted.
+        - returns logits ``(B, T, vocab_size)`` and a scalar loss or
+          ``None``.
+
+    Raises:
+        TypeError: if ``config`` is not a :class:`GPTConfig`.
+
+    Example:
+        >>> import torch
+        >>> config = GPTConfig(vocab_size=50, max_seq_len=8, d_model=16,
+        ...                    num_heads=2, num_layers=1)
+        >>> logits, loss = GPT(config)(torch.zeros(2, 8, dtype=torch.long))
+        >>> logits.shape, loss
+        (torch.Size([2, 8, 50]), None)
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(
+                f"config must be a GPTConfig, got {type(config).__name__}"
+            )
+        self.config = c = config
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.position_embedding = None
+        rotary = None
+        if c.positional == "learned":
+            self.position_embedding = LearnedPositionalEmbedding(
+                c.d_model, c.max_seq_len
+            )
+        else:  # one parameter-free module, shared by every block
+            rotary = RotaryEmbedding(c.head_dim)
+        self.dropout = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderLayer(
+                c.d_model,
+                c.num_heads,
+                resolved_d_ff(c),
+                dropout=c.dropout,
+                activation="gelu",
+                norm_first=True,
+                bias=c.bias,
+                rotary=rotary,
+            )
+            for _ in range(c.num_layers)
+        )
+        self.final_norm = LayerNorm(c.d_model, bias=c.bias)
+        self.lm_head = LMHead(
+            c.d_model,
+            c.vocab_size,
+            tied_embedding=self.token_embedding if c.tie_weights else None,
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation (see the class docstring)."""
+        init_normal(self)
+        scale_residual_projections(
+            [
+                proj
+                for block in self.blocks
+                for proj in _residual(cast(EncoderLayer, block))
+            ],
+            self.config.num_layers,
+        )
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Next-token logits at every position, and the loss on targets.
+
+        Args:
+            idx: the input token ids.
+            targets: the ids to predict at each position (usually ``idx``
+                shifted left by one), ``-100`` where no loss is wanted;
+                ``None`` for no loss.
+
+        Returns:
+            ``(logits, loss)``: logits ``(B, T, vocab_size)``, and the mean
+            cross-entropy over the targets that are not ``-100`` (``None``
+            without targets).
+
+        Raises:
+            TypeError: if ``idx`` or ``targets`` is not an integer tensor.
+            ValueError: if ``idx`` is not ``(B, T)``, an id is outside the
+                vocabulary, ``T > max_seq_len``, or ``targets`` has another
+                shape or an id that is neither ``-100`` nor in the
+                vocabulary.
+        """
+        c = self.config
+        check_sequences("idx", idx, c.vocab_size, c.max_seq_len)
+        x = self.token_embedding(idx)  # (B, T, d_model)
+        if self.position_embedding is not None:
+            x = self.position_embedding(x)
+        x = self.dropout(x)
+        for block in self.blocks:
+            x = block(x, is_causal=True)
+        logits = self.lm_head(self.final_norm(x))  # (B, T, vocab_size)
+        if targets is None:
+            return logits, None
+        _check_targets(targets, idx, c.vocab_size)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),  # (B, T, V) -> (B*T, V)
+            targets.flatten(),  # (B, T) -> (B*T,)
+            ignore_index=IGNORE_INDEX,
+        )
+        return logits, loss
+
+
+def _residual(block: EncoderLayer) -> list[nn.Linear]:
+    """The two projections of a block that write into the residual stream."""
+    return [block.self_attn.out_proj, block.feed_forward.down_proj]
+
+
+def _check_targets(targets: object, idx: Tensor, vocab_size: int) -> None:
+    targets = check_tensor("targets", targets, ndim=2)
+    if targets.shape != idx.shape:
+        raise ValueError(
+            f"targets has shape {tuple(targets.shape)}, expected "
+            f"{tuple(idx.shape)} like idx"
+        )
+    if targets.is_floating_point() or targets.dtype.is_complex:
+        raise TypeError(f"targets must hold integer ids, got {targets.dtype}")
+    bad = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= vocab_size))
+    if bool(bad.any()):
+        value = int(targets[bad][0])
+        raise ValueError(
+            f"target id {value} is outside the vocabulary "
+            f"(vocab_size={vocab_size}) and is not {IGNORE_INDEX}"
+        )
