@@ -42,6 +42,7 @@ from ._checks import (
     check_probability,
     check_tensor,
 )
+from ._docs import shared_doc
 from .attention import MultiHeadAttention
 from .masks import broadcast_mask
 
@@ -57,8 +58,6 @@ __all__ = [
 ]
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
-
-_Device = torch.device | str | None
 
 
 # --------------------------------------------------------------------------
@@ -163,7 +162,7 @@ class LayerNorm(nn.Module):
         *,
         eps: float = 1e-5,
         bias: bool = True,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -254,7 +253,7 @@ class RMSNorm(nn.Module):
         d_model: int,
         *,
         eps: float | None = 1e-6,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -380,7 +379,7 @@ class FeedForward(nn.Module):
         dropout: float = 0.0,
         activation: str = "relu",
         bias: bool = True,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -493,7 +492,7 @@ class EncoderLayer(nn.Module):
         bias: bool = True,
         eps: float = 1e-5,
         rotary: nn.Module | None = None,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -670,7 +669,7 @@ class DecoderLayer(nn.Module):
         bias: bool = True,
         eps: float = 1e-5,
         rotary: nn.Module | None = None,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -850,6 +849,7 @@ def _final_norm(
     return LayerNorm(**norm) if check_bool("final_norm", final_norm) else None
 
 
+@shared_doc(stack_args=_STACK_ARGS)
 class Encoder(nn.Module):
     """A stack of :class:`EncoderLayer` and an optional final LayerNorm.
 
@@ -884,7 +884,7 @@ class Encoder(nn.Module):
         eps: float = 1e-5,
         final_norm: bool | None = None,
         rotary: nn.Module | None = None,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -970,6 +970,7 @@ class Encoder(nn.Module):
         return _copy_stack(cls, module, layers)
 
 
+@shared_doc(stack_args=_STACK_ARGS)
 class Decoder(nn.Module):
     """A stack of :class:`DecoderLayer` and an optional final LayerNorm.
 
@@ -1004,7 +1005,7 @@ class Decoder(nn.Module):
         eps: float = 1e-5,
         final_norm: bool | None = None,
         rotary: nn.Module | None = None,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -1116,12 +1117,6 @@ def _copy_stack(
     return ours.train(module.training)
 
 
-for _stack in (Encoder, Decoder):
-    _stack.__doc__ = _stack.__doc__.replace(
-        "{stack_args}", _STACK_ARGS.replace("\n", "\n    ")
-    )
-
-
 # --------------------------------------------------------------------------
 # The whole model
 # --------------------------------------------------------------------------
@@ -1134,7 +1129,7 @@ class Transformer(nn.Module):
     :class:`Decoder`, each with a final LayerNorm whatever ``norm_first``
     (as PyTorch builds them). Embeddings, positions and the output layer
     belong to the model around it
-    (:class:`~transformer_book.models.seq2seq.Seq2SeqTransformer`).
+    (``models.seq2seq.Seq2SeqTransformer``).
 
     As in ``nn.Transformer``, ``memory_mask=None`` lets the decoder read
     every source position, padding included: to hide source padding from
@@ -1179,7 +1174,7 @@ class Transformer(nn.Module):
         norm_first: bool = False,
         bias: bool = True,
         eps: float = 1e-5,
-        device: _Device = None,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
