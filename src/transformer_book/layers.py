@@ -28,7 +28,8 @@ the other way round, so code that calls those passes ``~mask``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -168,7 +169,7 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(d_model, **factory))
         if check_bool("bias", bias):
             self.bias = nn.Parameter(torch.empty(d_model, **factory))
@@ -387,7 +388,11 @@ class FeedForward(nn.Module):
         self.d_ff = check_int("d_ff", d_ff)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
         bias = check_bool("bias", bias)
-        factory = {"bias": bias, "device": device, "dtype": dtype}
+        factory: dict[str, Any] = {
+            "bias": bias,
+            "device": device,
+            "dtype": dtype,
+        }
         self.up_proj = nn.Linear(d_model, d_ff, **factory)
         self.gate_proj = (
             nn.Linear(d_model, d_ff, **factory)
@@ -417,7 +422,7 @@ class FeedForward(nn.Module):
 # --------------------------------------------------------------------------
 
 
-def _layer_kwargs(module: nn.Module) -> dict[str, Any]:
+def _layer_kwargs(module: Any) -> dict[str, Any]:
     """Constructor arguments that rebuild an ``nn.Transformer*Layer``."""
     weight = module.linear1.weight
     return {
@@ -499,8 +504,8 @@ class EncoderLayer(nn.Module):
         _check_heads(d_model, num_heads)
         self.d_model, self.num_heads = d_model, num_heads
         self.norm_first = check_bool("norm_first", norm_first)
-        factory = {"device": device, "dtype": dtype}
-        norm = {"eps": eps, "bias": bias, **factory}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        norm: dict[str, Any] = {"eps": eps, "bias": bias, **factory}
         self.self_attn = MultiHeadAttention(
             d_model,
             num_heads,
@@ -559,7 +564,7 @@ class EncoderLayer(nn.Module):
             h, weights = self._sa(x, mask, causal, need_weights)
             x = self.norm1(x + h)
             x = self.norm2(x + self._ff(x))
-        return (x, weights) if need_weights else x
+        return x if weights is None else (x, weights)
 
     def _sa(
         self,
@@ -604,7 +609,7 @@ class EncoderLayer(nn.Module):
         return ours.train(module.training)
 
 
-def _copy_feed_forward(ours: FeedForward, module: nn.Module) -> None:
+def _copy_feed_forward(ours: FeedForward, module: Any) -> None:
     """``linear1``/``linear2`` of a PyTorch layer into ``up``/``down``."""
     _copy_linear(ours.up_proj, module.linear1)
     _copy_linear(ours.down_proj, module.linear2)
@@ -676,9 +681,9 @@ class DecoderLayer(nn.Module):
         _check_heads(d_model, num_heads)
         self.d_model, self.num_heads = d_model, num_heads
         self.norm_first = check_bool("norm_first", norm_first)
-        factory = {"device": device, "dtype": dtype}
-        attn = {"dropout": dropout, "bias": bias, **factory}
-        norm = {"eps": eps, "bias": bias, **factory}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        attn: dict[str, Any] = {"dropout": dropout, "bias": bias, **factory}
+        norm: dict[str, Any] = {"eps": eps, "bias": bias, **factory}
         self.self_attn = MultiHeadAttention(
             d_model, num_heads, rotary=rotary, **attn
         )
@@ -746,7 +751,9 @@ class DecoderLayer(nn.Module):
             h, cross_w = self._ca(x, memory, memory_mask, w)
             x = self.norm2(x + h)
             x = self.norm3(x + self._ff(x))
-        return (x, (self_w, cross_w)) if need_weights else x
+        if self_w is None or cross_w is None:  # need_weights is False
+            return x
+        return x, (self_w, cross_w)
 
     def _sa(
         self,
@@ -889,7 +896,7 @@ class Encoder(nn.Module):
     ) -> None:
         super().__init__()
         self.num_layers = check_int("num_layers", num_layers)
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.layers = nn.ModuleList(
             EncoderLayer(
                 d_model,
@@ -938,13 +945,16 @@ class Encoder(nn.Module):
             ValueError: if ``x`` is not ``(B, T, d_model)`` or
                 ``attn_mask`` does not broadcast to ``(B, H, T, T)``.
         """
-        weights = []
+        weights: list[Tensor] = []
         for layer in self.layers:
             out = layer(
                 x, attn_mask, is_causal=is_causal, need_weights=need_weights
             )
-            x, w = out if need_weights else (out, None)
-            weights.append(w)
+            if isinstance(out, tuple):  # need_weights
+                x, w = out
+                weights.append(w)
+            else:
+                x = out
         if self.norm is not None:
             x = self.norm(x)
         return (x, weights) if need_weights else x
@@ -1010,7 +1020,7 @@ class Decoder(nn.Module):
     ) -> None:
         super().__init__()
         self.num_layers = check_int("num_layers", num_layers)
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.layers = nn.ModuleList(
             DecoderLayer(
                 d_model,
@@ -1063,7 +1073,7 @@ class Decoder(nn.Module):
             ValueError: if ``x`` or ``memory`` is not ``(B, ., d_model)``
                 with the same ``B``, or a mask does not broadcast.
         """
-        weights = []
+        weights: list[tuple[Tensor, Tensor]] = []
         for layer in self.layers:
             out = layer(
                 x,
@@ -1073,8 +1083,11 @@ class Decoder(nn.Module):
                 is_causal=is_causal,
                 need_weights=need_weights,
             )
-            x, w = out if need_weights else (out, None)
-            weights.append(w)
+            if isinstance(out, tuple):  # need_weights
+                x, w = out
+                weights.append(w)
+            else:
+                x = out
         if self.norm is not None:
             x = self.norm(x)
         return (x, weights) if need_weights else x
@@ -1100,12 +1113,12 @@ class Decoder(nn.Module):
         return _copy_stack(cls, module, layers)
 
 
-_StackT = Encoder | Decoder
+_Stack = TypeVar("_Stack", Encoder, Decoder)
 
 
 def _copy_stack(
-    cls: type[_StackT], module: nn.Module, layers: list[nn.Module]
-) -> _StackT:
+    cls: type[_Stack], module: Any, layers: Sequence[nn.Module]
+) -> _Stack:
     """Build ``cls`` around copied ``layers`` and ``module.norm``."""
     kwargs = _layer_kwargs(module.layers[0])
     ours = cls(
@@ -1178,7 +1191,7 @@ class Transformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        stack = {
+        stack: dict[str, Any] = {
             "d_model": d_model,
             "num_heads": num_heads,
             "d_ff": d_ff,
