@@ -3,12 +3,12 @@
 The three families of Part III, built from :mod:`transformer_book.layers`
 and :mod:`transformer_book.heads`:
 
-- ``gpt``: :class:`GPTConfig` and :class:`GPT`, a decoder-only language
+- ``gpt``: :class:`.GPTConfig` and :class:`.GPT`, a decoder-only language
   model (GPT-2 style: learned or rotary positions, tied LM head);
-- ``seq2seq``: :class:`Seq2SeqTransformerConfig` and
-  :class:`Seq2SeqTransformer`, the encoder-decoder transformer of Vaswani
+- ``seq2seq``: :class:`.Seq2SeqTransformerConfig` and
+  :class:`.Seq2SeqTransformer`, the encoder-decoder transformer of Vaswani
   et al. (2017) with its embeddings, positions, masks and generator;
-- ``encoder``: :class:`EncoderConfig` and :class:`TransformerEncoderModel`,
+- ``encoder``: :class:`.EncoderConfig` and :class:`.TransformerEncoderModel`,
   a BERT-style encoder with a classification, token or MLM head.
 
 Every name is importable from ``transformer_book.models`` itself. A token
