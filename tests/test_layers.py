@@ -121,7 +121,7 @@ def test_layer_norm_matches_torch(seed):
 
 
 def test_layer_norm_worked_example():
-    norm = LayerNorm(3, eps=0.0 + 1e-12, dtype=F64)
+    norm = LayerNorm(3, eps=1e-12, dtype=F64)
     out = norm(torch.tensor([2.0, 0.5, 1.5], dtype=F64))
     expected = torch.tensor([1.0690, -1.3363, 0.2673], dtype=F64)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-4)

@@ -555,13 +555,13 @@ class EncoderLayer(nn.Module):
         batch, length, _ = _check_sequence("x", x, self.d_model).shape
         shape = (batch, self.num_heads, length, length)
         _check_mask("attn_mask", attn_mask, shape)
-        mask, causal = attn_mask, is_causal
+        w = need_weights
         if self.norm_first:
-            h, weights = self._sa(self.norm1(x), mask, causal, need_weights)
+            h, weights = self._sa(self.norm1(x), attn_mask, is_causal, w)
             x = x + h
             x = x + self._ff(self.norm2(x))
         else:
-            h, weights = self._sa(x, mask, causal, need_weights)
+            h, weights = self._sa(x, attn_mask, is_causal, w)
             x = self.norm1(x + h)
             x = self.norm2(x + self._ff(x))
         return x if weights is None else (x, weights)
