@@ -83,9 +83,13 @@ def init_normal(model: nn.Module, std: float = 0.02) -> None:
     Every ``nn.Linear`` and ``nn.Embedding`` weight, and an untied
     :class:`~transformer_book.heads.LMHead` weight, is drawn from
     ``N(0, std^2)``; their biases start at zero. Norms keep their ones and
-    zeros.
+    zeros. Parameters on the ``meta`` device hold no values and are
+    skipped (counting a model there then costs no initialisation time).
     """
     for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, Tensor) and weight.is_meta:
+            continue
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=std)
         elif isinstance(module, LMHead) and not module.tied:
@@ -107,5 +111,7 @@ def scale_residual_projections(
     section 2.3).
     """
     for proj in projections:
+        if proj.weight.is_meta:  # no values to draw
+            continue
         with torch.no_grad():
             nn.init.normal_(proj.weight, std=std / math.sqrt(2 * num_layers))
