@@ -487,3 +487,51 @@ def test_attention_kinds_blocks_exactly_the_future():
 def test_attention_kinds_rejects_bad_lengths(kwargs, error, match):
     with pytest.raises(error, match=match):
         diagrams.draw_attention_kinds(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("shape", "patch_size"), [((1, 28, 28), 7), ((28, 28), 4), ((3, 8, 12), 4)]
+)
+def test_patches_tiles_are_the_patches_in_row_major_order(shape, patch_size):
+    image = torch.rand(shape, generator=torch.Generator().manual_seed(0))
+    ax = diagrams.draw_patches(image, patch_size)
+    pixels = image if image.ndim == 2 else image.permute(1, 2, 0).squeeze(-1)
+    rows = pixels.shape[0] // patch_size
+    cols = pixels.shape[1] // patch_size
+    tiles = {im.get_gid(): im for im in ax.images}
+    assert len(tiles) == rows * cols + 1 and "image" in tiles
+    for index in range(rows * cols):
+        r, c = divmod(index, cols)
+        block = pixels[
+            r * patch_size : (r + 1) * patch_size,
+            c * patch_size : (c + 1) * patch_size,
+        ]
+        shown = np.asarray(tiles[f"patch-{index}"].get_array())
+        np.testing.assert_allclose(shown, block.numpy(), rtol=0, atol=1e-7)
+    channels = 1 if image.ndim == 2 else shape[0]
+    values = patch_size * patch_size * channels
+    assert any(f"= {values} values" in t for t in _texts(ax))
+
+
+@pytest.mark.parametrize(
+    ("image", "patch_size", "error", "match"),
+    [
+        (torch.zeros(1, 28, 28), 5, ValueError, "28x28 is not divisible"),
+        (torch.zeros(2, 8, 8), 4, ValueError, "1 or 3 channels, got 2"),
+        (torch.zeros(1, 36, 36), 4, ValueError, "81 patches; at most 64"),
+        (torch.zeros(1, 28, 28), 7.0, TypeError, "patch_size must be an int"),
+        (torch.zeros(28), 7, ValueError, "image"),
+    ],
+)
+def test_patches_rejects_bad_input(image, patch_size, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_patches(image, patch_size)
+
+
+def test_patches_draws_on_given_axes_without_touching_rc():
+    before = dict(mpl.rcParams)
+    _, ax = plt.subplots()
+    drawn = diagrams.draw_patches(torch.rand(1, 8, 8), 4, ax=ax, title="t")
+    assert drawn is ax
+    assert ax.get_title() == "t" and not ax.axison
+    assert dict(mpl.rcParams) == before

@@ -36,6 +36,7 @@ __all__ = [
     "draw_gru_cell",
     "draw_heads_split_merge",
     "draw_lstm_cell",
+    "draw_patches",
     "draw_qkv_flow",
     "draw_query_row",
     "draw_seq2seq_attention",
@@ -1817,5 +1818,184 @@ def draw_attention_kinds(
         va="bottom",
         size=8,
         color=_LINE,
+    )
+    return _finish(ax, layout, xlim, ylim, title)
+
+
+# -- Part V: images as patches ---------------------------------------------
+
+_MAX_PATCHES = 64  # patches whose tiles still fit the text column
+_TILES_PER_ROW = 16
+
+
+@styled
+def draw_patches(
+    image: torch.Tensor | np.ndarray,
+    patch_size: int,
+    *,
+    cmap: str = "gray_r",
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw an image cut into patches, then the patches as a sequence.
+
+    On top, the image with the patch grid and each patch's index; below,
+    the patches as tokens in the order a Vision Transformer reads them:
+    row by row, left to right (Dosovitskiy et al., 2021). Each token is
+    ``patch_size * patch_size * C`` numbers once flattened.
+
+    Args:
+        image: one image, ``(C, H, W)`` with 1 or 3 channels, or
+            ``(H, W)``; values are shown as they are (no rescaling across
+            tiles, so a tile looks like its part of the image).
+        patch_size: side :math:`P` of a square patch; it must divide both
+            sides of the image.
+        cmap: colour map of a one-channel image.
+        ax: axes to draw on; a new figure when ``None``.
+        title: optional axes title.
+
+    Shape:
+        image: ``(C, H, W)`` or ``(H, W)``.
+
+    Returns:
+        The axes drawn on; the whole image is tagged ``"image"`` and tile
+        ``i`` (an image of patch ``i``) is tagged ``"patch-i"``.
+
+    Raises:
+        TypeError: if ``patch_size`` is not an int.
+        ValueError: if the image is not 2-D or 3-D with 1 or 3 channels,
+            ``patch_size`` does not divide its sides, or it makes more than
+            64 patches.
+    """
+    array = as_array(image, "image", (2, 3))
+    if array.ndim == 2:
+        array = array[None]
+    channels, height, width = array.shape
+    if channels not in (1, 3):
+        raise ValueError(
+            f"image must have 1 or 3 channels, got {channels} "
+            f"(shape {tuple(array.shape)})"
+        )
+    patch_size = check_int("patch_size", patch_size)
+    if height % patch_size or width % patch_size:
+        raise ValueError(
+            f"image size {height}x{width} is not divisible by "
+            f"patch_size={patch_size}"
+        )
+    rows, cols = height // patch_size, width // patch_size
+    count = rows * cols
+    if count > _MAX_PATCHES:
+        raise ValueError(
+            f"patch_size={patch_size} cuts the {height}x{width} image into "
+            f"{count} patches; at most {_MAX_PATCHES} fit the drawing"
+        )
+    pixels = array[0] if channels == 1 else array.transpose(1, 2, 0)
+    low, high = float(array.min()), float(array.max())
+    shown = {"cmap": cmap, "vmin": low, "vmax": high}
+    if channels == 3:
+        shown = {}
+    per_row = min(count, _TILES_PER_ROW)
+    tile_rows = -(-count // per_row)
+    tile, gap = 0.62, 0.14  # a token's side and the space between tokens
+    strip = per_row * tile + (per_row - 1) * gap
+    side = 2.6  # the image's longer side
+    img_w = side * width / max(height, width)
+    img_h = side * height / max(height, width)
+    total_w = max(strip, img_w + 3.2)
+    y_img = 0.0  # bottom of the image
+    y_tiles = y_img - 1.15  # top of the first row of tiles
+    xlim = (-0.1, total_w + 0.1)
+    ylim = (y_tiles - tile_rows * (tile + 0.42) - 0.45, img_h + 0.45)
+    ax, layout = _new_axes(ax, xlim, ylim, 0.62)
+    x0 = (total_w - img_w) / 2
+    whole = ax.imshow(
+        pixels,
+        extent=(x0, x0 + img_w, y_img, y_img + img_h),
+        interpolation="nearest",
+        zorder=2,
+        **shown,
+    )
+    whole.set_gid("image")
+    cell_w, cell_h = img_w / cols, img_h / rows
+    for c in range(cols + 1):
+        x = x0 + c * cell_w
+        ax.plot([x, x], [y_img, y_img + img_h], color=PALETTE[3], lw=1.0,
+                zorder=3)
+    for r in range(rows + 1):
+        y = y_img + r * cell_h
+        ax.plot([x0, x0 + img_w], [y, y], color=PALETTE[3], lw=1.0,
+                zorder=3)
+    label_size = 8.0 if count <= 16 else 6.0
+    for index in range(count):
+        r, c = divmod(index, cols)
+        ax.text(
+            x0 + c * cell_w + 0.05,
+            y_img + img_h - r * cell_h - 0.05,
+            str(index),
+            ha="left",
+            va="top",
+            fontsize=label_size,
+            color=PALETTE[3],
+            zorder=4,
+        )
+    _note(
+        ax,
+        x0 + img_w + 0.25,
+        y_img + img_h / 2,
+        f"{height} × {width} image\n{rows} × {cols} patches\n"
+        f"of {patch_size} × {patch_size}",
+        ha="left",
+    )
+    left = (total_w - strip) / 2
+    for index in range(count):
+        r, c = divmod(index, cols)
+        block = pixels[
+            r * patch_size : (r + 1) * patch_size,
+            c * patch_size : (c + 1) * patch_size,
+        ]
+        row, slot = divmod(index, per_row)
+        x = left + slot * (tile + gap)
+        top = y_tiles - row * (tile + 0.42)
+        piece = ax.imshow(
+            block,
+            extent=(x, x + tile, top - tile, top),
+            interpolation="nearest",
+            zorder=2,
+            **shown,
+        )
+        piece.set_gid(f"patch-{index}")
+        ax.add_patch(
+            FancyBboxPatch(
+                (x, top - tile),
+                tile,
+                tile,
+                boxstyle="square,pad=0",
+                facecolor="none",
+                edgecolor=_LINE,
+                linewidth=0.8,
+                zorder=3,
+            )
+        )
+        ax.text(x + tile / 2, top - tile - 0.08, str(index), ha="center",
+                va="top", fontsize=label_size, color=_MUTED)
+    _path(
+        ax,
+        [(x0 + img_w / 2, y_img - 0.08), (x0 + img_w / 2, y_tiles + 0.1)],
+    )
+    values = patch_size * patch_size * channels
+    _note(
+        ax,
+        x0 + img_w / 2 + 0.15,
+        (y_img + y_tiles) / 2,
+        "read row by row",
+        ha="left",
+    )
+    bottom = y_tiles - tile_rows * (tile + 0.42)
+    _note(
+        ax,
+        total_w / 2,
+        bottom - 0.12,
+        f"a sequence of {count} tokens, each {patch_size} × {patch_size}"
+        f" × {channels} = {values} values",
     )
     return _finish(ax, layout, xlim, ylim, title)
