@@ -9,17 +9,19 @@ and :mod:`transformer_book.heads`:
   :class:`.Seq2SeqTransformer`, the encoder-decoder transformer of Vaswani
   et al. (2017) with its embeddings, positions, masks and generator;
 - ``encoder``: :class:`.EncoderConfig` and :class:`.TransformerEncoderModel`,
-  a BERT-style encoder with a classification, token or MLM head.
+  a BERT-style encoder with a classification, token or MLM head;
+- ``vit``: :class:`.ViTConfig` and :class:`.ViT`, the Vision Transformer.
 
 Every name is importable from ``transformer_book.models`` itself. A token
 id outside the vocabulary, or a sequence longer than ``max_seq_len``, is a
 ``ValueError`` that names the value and the limit.
 """
 
-from . import encoder, gpt, seq2seq
+from . import encoder, gpt, seq2seq, vit
 from .encoder import EncoderConfig, TransformerEncoderModel
 from .gpt import GPT, GPTConfig
 from .seq2seq import Seq2SeqTransformer, Seq2SeqTransformerConfig
+from .vit import ViT, ViTConfig
 
 __all__ = [
     "GPT",
@@ -28,7 +30,10 @@ __all__ = [
     "Seq2SeqTransformer",
     "Seq2SeqTransformerConfig",
     "TransformerEncoderModel",
+    "ViT",
+    "ViTConfig",
     "encoder",
     "gpt",
     "seq2seq",
+    "vit",
 ]
