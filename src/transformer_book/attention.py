@@ -36,6 +36,7 @@ from ._checks import (
     check_tensor,
 )
 from .masks import (
+    bottom_right_causal_mask,
     broadcast_mask,
     causal_mask,
     disallowed_rows,
@@ -44,6 +45,7 @@ from .masks import (
 )
 
 __all__ = [
+    "KVCache",
     "MultiHeadAttention",
     "explicit_attention",
     "fused_attention_enabled",
@@ -268,6 +270,174 @@ def _explicit(
     return attended @ v, weights
 
 
+class KVCache:
+    r"""One attention layer's keys and values, kept between decoding steps.
+
+    Generating token :math:`t` with a decoder needs the keys and values of
+    tokens :math:`0..t-1` at every layer; they do not change once computed
+    (causal attention: an earlier token never sees a later one), so the
+    cache keeps them and each step projects only the new token. A step
+    then costs :math:`O(t)` attention work instead of recomputing all
+    :math:`t` tokens' projections and feed-forward networks.
+
+    Pass one cache per layer as ``cache=`` to
+    :meth:`MultiHeadAttention.forward` (self-attention only): the call's
+    keys and values are appended, attention runs over everything cached,
+    and query ``i`` of the call sits at absolute position ``p + i``, where
+    ``p`` is :attr:`offset`, the number of positions seen before the call.
+    Rotary embeddings rotate by those absolute positions, and
+    ``is_causal=True`` uses the bottom-right causal mask
+    (:func:`~transformer_book.masks.bottom_right_causal_mask`).
+
+    The storage grows in place: a buffer of some capacity, doubled when a
+    call does not fit, so appending ``T`` tokens one at a time copies
+    :math:`O(T)` elements in all. :meth:`keep_last` drops the oldest
+    positions (a sliding window) without changing :attr:`offset`.
+
+    The cache is meant for inference (under ``torch.no_grad()``); it
+    writes into its buffer in place, which autograd cannot differentiate
+    through across steps.
+
+    Attributes:
+        offset: the absolute position of the next token (positions seen).
+
+    Example:
+        >>> cache = KVCache()
+        >>> k = v = torch.randn(2, 4, 3, 8)  # (B, H, T, head_dim)
+        >>> keys, values = cache.append(k, v)
+        >>> keys.shape, len(cache), cache.offset
+        (torch.Size([2, 4, 3, 8]), 3, 3)
+    """
+
+    def __init__(self) -> None:
+        self._keys: Tensor | None = None  # (B, H, capacity, head_dim)
+        self._values: Tensor | None = None  # (B, H, capacity, head_dim)
+        self._length = 0
+        self.offset = 0
+
+    def __len__(self) -> int:
+        """The number of positions held (at most :attr:`offset`)."""
+        return self._length
+
+    def __repr__(self) -> str:
+        shape = None if self._keys is None else tuple(self.keys.shape)
+        return f"KVCache(len={self._length}, offset={self.offset}, {shape})"
+
+    @property
+    def capacity(self) -> int:
+        """Positions the buffer holds before it must grow."""
+        return 0 if self._keys is None else self._keys.shape[2]
+
+    @property
+    def keys(self) -> Tensor:
+        """The cached keys, a view ``(B, H, len, head_dim)``."""
+        if self._keys is None:
+            raise ValueError("the cache is empty: append keys first")
+        return self._keys[:, :, : self._length]
+
+    @property
+    def values(self) -> Tensor:
+        """The cached values, a view ``(B, H, len, head_dim)``."""
+        if self._values is None:
+            raise ValueError("the cache is empty: append values first")
+        return self._values[:, :, : self._length]
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add one call's keys and values; return everything cached.
+
+        Args:
+            k: the new keys.
+            v: the new values.
+
+        Shape:
+            - k, v: ``(B, H, T, head_dim)``.
+            - returns two views ``(B, H, len + T, head_dim)``.
+
+        Returns:
+            ``(keys, values)``: the cached positions followed by the new
+            ones.
+
+        Raises:
+            TypeError: if ``k`` or ``v`` is not a floating tensor, or their
+                dtype differs from the cache's.
+            ValueError: if ``k`` or ``v`` is not 4-D, they differ in shape,
+                or ``B``, ``H`` or ``head_dim`` differ from the cache's.
+        """
+        self._check(k, v)
+        end = self._length + k.shape[2]
+        if end > self.capacity:
+            self._grow(k, v, end)
+        assert self._keys is not None and self._values is not None
+        self._keys[:, :, self._length : end] = k
+        self._values[:, :, self._length : end] = v
+        self._length = end
+        self.offset += k.shape[2]
+        return self.keys, self.values
+
+    def keep_last(self, n: int) -> None:
+        """Drop all but the last ``n`` positions (:attr:`offset` stays).
+
+        Args:
+            n: the number of positions to keep; nothing changes when the
+                cache holds ``n`` or fewer.
+
+        Raises:
+            TypeError: if ``n`` is not an int.
+            ValueError: if ``n`` is negative.
+        """
+        n = check_int("n", n, minimum=0)
+        if n >= self._length:
+            return
+        assert self._keys is not None and self._values is not None
+        start = self._length - n
+        for buffer in (self._keys, self._values):
+            # Overlapping source and target: copy the kept part first.
+            buffer[:, :, :n] = buffer[:, :, start : self._length].clone()
+        self._length = n
+
+    def reset(self) -> None:
+        """Empty the cache (and free its buffer); :attr:`offset` is 0."""
+        self._keys = self._values = None
+        self._length = self.offset = 0
+
+    def _grow(self, k: Tensor, v: Tensor, needed: int) -> None:
+        capacity = max(needed, 2 * self.capacity)
+        batch, heads, _, head_dim = k.shape
+        new_keys = k.new_empty(batch, heads, capacity, head_dim)
+        new_values = v.new_empty(batch, heads, capacity, v.shape[-1])
+        if self._keys is not None and self._values is not None:
+            new_keys[:, :, : self._length] = self.keys
+            new_values[:, :, : self._length] = self.values
+        self._keys, self._values = new_keys, new_values
+
+    def _check(self, k: Any, v: Any) -> None:
+        check_tensor("k", k, ndim=4, floating=True)
+        check_tensor("v", v, ndim=4, floating=True)
+        if k.shape != v.shape:
+            raise ValueError(
+                f"k and v must have the same shape (B, H, T, head_dim), got "
+                f"{tuple(k.shape)} and {tuple(v.shape)}"
+            )
+        if self._keys is None:
+            return
+        expected = self._keys.shape
+        if (k.shape[0], k.shape[1], k.shape[3]) != (
+            expected[0],
+            expected[1],
+            expected[3],
+        ):
+            raise ValueError(
+                f"k of shape {tuple(k.shape)} does not fit the cache of "
+                f"(B, H, head_dim) = ({expected[0]}, {expected[1]}, "
+                f"{expected[3]})"
+            )
+        if k.dtype != self._keys.dtype or k.device != self._keys.device:
+            raise TypeError(
+                f"k has dtype {k.dtype} on {k.device}, the cache holds "
+                f"{self._keys.dtype} on {self._keys.device}"
+            )
+
+
 class MultiHeadAttention(nn.Module):
     r"""Multi-head attention (Vaswani et al., 2017, section 3.2.2).
 
@@ -383,6 +553,7 @@ class MultiHeadAttention(nn.Module):
         *,
         is_causal: bool = False,
         need_weights: bool = False,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -392,32 +563,66 @@ class MultiHeadAttention(nn.Module):
             value: what is averaged; same length as ``key``.
             attn_mask: ``None``, a boolean mask (``True`` = may attend) or
                 a float bias, broadcasting to ``(B, H, q_len, kv_len)``.
-            is_causal: apply a causal mask (merged with ``attn_mask``).
+            is_causal: apply a causal mask (merged with ``attn_mask``);
+                aligned at the top left without a cache, at the bottom
+                right with one.
             need_weights: also return the per-head attention weights
                 (forces the explicit path).
+            cache: a :class:`KVCache` for self-attention while decoding:
+                this call's keys and values are appended to it and the
+                queries attend to everything cached. Query ``i`` sits at
+                absolute position ``p + i``, ``p = cache.offset`` before
+                the call (rotary embeddings use it), and with
+                ``is_causal`` it sees the keys at positions ``<= p + i``.
 
         Shape:
             - query: ``(B, q_len, d_model)``; key, value:
-              ``(B, kv_len, d_model)``.
+              ``(B, T, d_model)`` (``T = q_len`` with a cache).
             - returns ``(B, q_len, d_model)``; weights
-              ``(B, H, q_len, kv_len)``.
+              ``(B, H, q_len, kv_len)``, where ``kv_len = T`` without a
+              cache and the number of cached positions (these ``T``
+              included) with one.
 
         Returns:
             The output, or ``(output, weights)`` with ``need_weights``.
 
         Raises:
-            TypeError: if an input is not a float tensor or ``attn_mask``
-                is neither bool nor float.
+            TypeError: if an input is not a float tensor, ``attn_mask``
+                is neither bool nor float, or ``cache`` is not a
+                :class:`KVCache`.
             ValueError: if an input is not 3-D, a feature size is not
-                ``d_model``, batch sizes or key/value lengths differ, or
-                ``attn_mask`` does not broadcast to ``(B, H, q_len, kv_len)``.
+                ``d_model``, batch sizes or key/value lengths differ,
+                ``attn_mask`` does not broadcast to ``(B, H, q_len, kv_len)``,
+                or, with a cache, query and key differ in length.
         """
         self._check_inputs(query, key, value)
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(
+                f"cache must be a KVCache or None, got {type(cache).__name__}"
+            )
+        if cache is not None and key.shape[1] != query.shape[1]:
+            raise ValueError(
+                f"a cache is for self-attention: key has length "
+                f"{key.shape[1]}, query {query.shape[1]}"
+            )
+        offset = 0 if cache is None else cache.offset
         q = self._split_heads(self.q_proj(query))  # (B, H, q_len, head_dim)
-        k = self._split_heads(self.k_proj(key))  # (B, H, kv_len, head_dim)
-        v = self._split_heads(self.v_proj(value))  # (B, H, kv_len, head_dim)
+        k = self._split_heads(self.k_proj(key))  # (B, H, T, head_dim)
+        v = self._split_heads(self.v_proj(value))  # (B, H, T, head_dim)
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            q = self.rotary(q, offset=offset)
+            k = self.rotary(k, offset=offset)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, H, kv_len, head_dim)
+            if is_causal:
+                # Bottom right: the queries are the last q_len positions.
+                # One query may see every cached key: no mask at all.
+                if q.shape[2] > 1:
+                    causal = bottom_right_causal_mask(
+                        q.shape[2], k.shape[2], device=q.device
+                    )
+                    attn_mask = merge_masks(causal, attn_mask)
+                is_causal = False
         out = scaled_dot_product_attention(
             q,
             k,

@@ -44,7 +44,7 @@ from ._checks import (
     check_tensor,
 )
 from ._docs import shared_doc
-from .attention import MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention
 from .masks import broadcast_mask
 
 __all__ = [
@@ -81,6 +81,11 @@ def _check_mask(name: str, mask: Tensor | None, shape: tuple) -> None:
     """``mask`` must be ``None`` or broadcast to ``shape``."""
     if mask is not None:
         broadcast_mask(mask, shape, name=name)
+
+
+def _kv_len(length: int, cache: KVCache | None) -> int:
+    """Keys a self-attention sees: the call's, plus those cached."""
+    return length if cache is None else len(cache) + length
 
 
 def _check_twin(module: Any, twin: type[nn.Module]) -> None:
@@ -533,16 +538,20 @@ class EncoderLayer(nn.Module):
         *,
         is_causal: bool = False,
         need_weights: bool = False,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Run the layer.
 
         Args:
             x: the tokens.
             attn_mask: ``None``, a boolean mask (``True`` = may attend) or
-                a float bias, broadcasting to ``(B, H, T, T)``.
+                a float bias, broadcasting to ``(B, H, T, kv_len)``.
             is_causal: also apply a causal mask (merged with
-                ``attn_mask``).
+                ``attn_mask``; bottom-right aligned with a cache).
             need_weights: also return the attention weights.
+            cache: the self-attention's
+                :class:`~transformer_book.attention.KVCache` when
+                decoding: ``x`` holds the tokens after those cached.
 
         Returns:
             The new tokens, or ``(tokens, weights)`` with ``need_weights``.
@@ -550,18 +559,21 @@ class EncoderLayer(nn.Module):
         Raises:
             TypeError: if ``x`` is not a float tensor.
             ValueError: if ``x`` is not ``(B, T, d_model)`` or
-                ``attn_mask`` does not broadcast to ``(B, H, T, T)``.
+                ``attn_mask`` does not broadcast to ``(B, H, T, kv_len)``
+                (``kv_len = T`` plus the cached positions).
         """
         batch, length, _ = _check_sequence("x", x, self.d_model).shape
-        shape = (batch, self.num_heads, length, length)
+        shape = (batch, self.num_heads, length, _kv_len(length, cache))
         _check_mask("attn_mask", attn_mask, shape)
         w = need_weights
         if self.norm_first:
-            h, weights = self._sa(self.norm1(x), attn_mask, is_causal, w)
+            h, weights = self._sa(
+                self.norm1(x), attn_mask, is_causal, w, cache
+            )
             x = x + h
             x = x + self._ff(self.norm2(x))
         else:
-            h, weights = self._sa(x, attn_mask, is_causal, w)
+            h, weights = self._sa(x, attn_mask, is_causal, w, cache)
             x = self.norm1(x + h)
             x = self.norm2(x + self._ff(x))
         return x if weights is None else (x, weights)
@@ -572,9 +584,16 @@ class EncoderLayer(nn.Module):
         attn_mask: Tensor | None,
         is_causal: bool,
         need_weights: bool,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         out = self.self_attn(
-            x, x, x, attn_mask, is_causal=is_causal, need_weights=need_weights
+            x,
+            x,
+            x,
+            attn_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            cache=cache,
         )
         h, weights = out if need_weights else (out, None)
         return self.dropout(h), weights
@@ -710,6 +729,7 @@ class DecoderLayer(nn.Module):
         *,
         is_causal: bool = False,
         need_weights: bool = False,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
         """Run the layer.
 
@@ -717,12 +737,17 @@ class DecoderLayer(nn.Module):
             x: the target tokens.
             memory: the encoder's output.
             tgt_mask: mask of the self-attention (``True`` = may attend),
-                broadcasting to ``(B, H, T, T)``.
+                broadcasting to ``(B, H, T, kv_len)``.
             memory_mask: mask of the cross-attention, broadcasting to
                 ``(B, H, T, S)``; ``None`` reads every source position.
             is_causal: apply a causal mask to the self-attention (merged
-                with ``tgt_mask``).
+                with ``tgt_mask``; bottom-right aligned with a cache).
             need_weights: also return the attention weights.
+            cache: the self-attention's
+                :class:`~transformer_book.attention.KVCache` when
+                decoding: ``x`` holds the target tokens after those
+                cached. The cross-attention reads ``memory`` whole on
+                every call.
 
         Returns:
             The new tokens, or ``(tokens, (self_weights, cross_weights))``
@@ -731,22 +756,23 @@ class DecoderLayer(nn.Module):
         Raises:
             TypeError: if ``x`` or ``memory`` is not a float tensor.
             ValueError: if ``x`` or ``memory`` is not ``(B, ., d_model)``
-                with the same ``B``, or a mask does not broadcast.
+                with the same ``B``, or a mask does not broadcast
+                (``kv_len = T`` plus the cached positions).
         """
         batch, length, _ = _check_sequence("x", x, self.d_model).shape
         src_len = _check_memory(memory, batch, self.d_model)
-        shape = (batch, self.num_heads, length, length)
+        shape = (batch, self.num_heads, length, _kv_len(length, cache))
         _check_mask("tgt_mask", tgt_mask, shape)
         _check_mask("memory_mask", memory_mask, (*shape[:3], src_len))
         w = need_weights
         if self.norm_first:
-            h, self_w = self._sa(self.norm1(x), tgt_mask, is_causal, w)
+            h, self_w = self._sa(self.norm1(x), tgt_mask, is_causal, w, cache)
             x = x + h
             h, cross_w = self._ca(self.norm2(x), memory, memory_mask, w)
             x = x + h
             x = x + self._ff(self.norm3(x))
         else:
-            h, self_w = self._sa(x, tgt_mask, is_causal, w)
+            h, self_w = self._sa(x, tgt_mask, is_causal, w, cache)
             x = self.norm1(x + h)
             h, cross_w = self._ca(x, memory, memory_mask, w)
             x = self.norm2(x + h)
@@ -761,9 +787,16 @@ class DecoderLayer(nn.Module):
         attn_mask: Tensor | None,
         is_causal: bool,
         need_weights: bool,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         out = self.self_attn(
-            x, x, x, attn_mask, is_causal=is_causal, need_weights=need_weights
+            x,
+            x,
+            x,
+            attn_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            cache=cache,
         )
         h, weights = out if need_weights else (out, None)
         return self.dropout(h), weights

@@ -24,6 +24,7 @@ from torch import Tensor
 from ._checks import check_float_dtype, check_int, check_tensor_like
 
 __all__ = [
+    "bottom_right_causal_mask",
     "broadcast_mask",
     "causal_mask",
     "check_mask_dtype",
@@ -38,40 +39,99 @@ def causal_mask(
     q_len: int,
     kv_len: int | None = None,
     *,
+    offset: int = 0,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Boolean mask that lets position ``i`` attend to positions ``<= i``.
+    """Boolean mask that lets query ``i`` attend to keys ``<= i + offset``.
+
+    Two alignments matter when ``q_len != kv_len``:
+
+    - **top left** (``offset=0``, the default, as ``is_causal=True`` in
+      PyTorch's SDPA): query ``i`` sees keys ``0..i``;
+    - **bottom right** (``offset=kv_len - q_len``, see
+      :func:`bottom_right_causal_mask`): the queries are the *last*
+      ``q_len`` positions of the keys, so query ``i`` sits at position
+      ``p + i`` with ``p = kv_len - q_len`` and sees keys ``0..p+i``.
+      This is what decoding with a key/value cache needs: one new query
+      and ``p`` cached keys must see all ``p + 1`` keys, where the top-left
+      mask would allow only key 0.
 
     Args:
         q_len: number of queries.
-        kv_len: number of keys; ``q_len`` when ``None``. With
-            ``q_len != kv_len`` the mask is aligned at the top left, as
-            ``is_causal=True`` in PyTorch's SDPA: query ``i`` sees keys
-            ``0..i``.
+        kv_len: number of keys; ``q_len`` when ``None``.
+        offset: the shift of the diagonal: query ``i`` sees keys ``j``
+            with ``j <= i + offset``.
         device: device of the mask.
 
     Shape:
         returns ``(q_len, kv_len)``.
 
     Returns:
-        ``True`` on and below the diagonal.
+        ``True`` on and below the (shifted) diagonal.
 
     Raises:
-        TypeError: if ``q_len`` or ``kv_len`` is not an int.
-        ValueError: if ``q_len`` or ``kv_len`` is negative.
+        TypeError: if ``q_len``, ``kv_len`` or ``offset`` is not an int.
+        ValueError: if ``q_len``, ``kv_len`` or ``offset`` is negative.
 
     Example:
         >>> causal_mask(3).int()
         tensor([[1, 0, 0],
                 [1, 1, 0],
                 [1, 1, 1]], dtype=torch.int32)
+        >>> causal_mask(2, 4, offset=2).int()
+        tensor([[1, 1, 1, 0],
+                [1, 1, 1, 1]], dtype=torch.int32)
     """
     q_len = check_int("q_len", q_len, minimum=0)
     kv_len = q_len if kv_len is None else check_int(
         "kv_len", kv_len, minimum=0
     )
+    offset = check_int("offset", offset, minimum=0)
     ones = torch.ones(q_len, kv_len, dtype=torch.bool, device=device)
-    return torch.tril(ones)
+    return torch.tril(ones, diagonal=offset)
+
+
+def bottom_right_causal_mask(
+    q_len: int,
+    kv_len: int,
+    *,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Causal mask for queries that are the last ``q_len`` of the keys.
+
+    ``causal_mask(q_len, kv_len, offset=kv_len - q_len)``: query ``i`` sits
+    at position ``p + i``, with ``p = kv_len - q_len`` earlier (cached)
+    positions, and sees keys ``0..p+i``. With ``q_len == kv_len`` it is the
+    usual causal mask.
+
+    Args:
+        q_len: number of queries (the new tokens).
+        kv_len: number of keys (cached and new), at least ``q_len``.
+        device: device of the mask.
+
+    Shape:
+        returns ``(q_len, kv_len)``.
+
+    Returns:
+        ``True`` where query ``i`` may attend to key ``j <= kv_len -
+        q_len + i``.
+
+    Raises:
+        TypeError: if ``q_len`` or ``kv_len`` is not an int.
+        ValueError: if a length is negative or ``kv_len < q_len``.
+
+    Example:
+        >>> bottom_right_causal_mask(1, 3).int()
+        tensor([[1, 1, 1]], dtype=torch.int32)
+    """
+    q_len = check_int("q_len", q_len, minimum=0)
+    kv_len = check_int("kv_len", kv_len, minimum=0)
+    if kv_len < q_len:
+        raise ValueError(
+            f"kv_len={kv_len} is shorter than q_len={q_len}: with the "
+            f"bottom-right alignment the queries are the last q_len keys"
+        )
+    return causal_mask(q_len, kv_len, offset=kv_len - q_len, device=device)
 
 
 def padding_mask(
