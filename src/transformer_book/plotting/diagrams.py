@@ -1937,6 +1937,8 @@ def draw_patches(
             fontsize=label_size,
             color=PALETTE[3],
             zorder=4,
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white",
+                  "edgecolor": "none", "alpha": 0.8},
         )
     _note(
         ax,
