@@ -16,6 +16,10 @@ from transformer_book.decoding import (
     top_p_filter,
 )
 from transformer_book.models.gpt import GPT, GPTConfig
+from transformer_book.models.seq2seq import (
+    Seq2SeqTransformer,
+    Seq2SeqTransformerConfig,
+)
 
 # --------------------------------------------------------------------------
 # Filters
@@ -326,3 +330,40 @@ def test_gpt_greedy_generate_equals_width_one_beam():
         tokens, _ = greedy_search(fn, prompt, max_new_tokens=6)
     generated = model.generate(prompt[None], 6, temperature=0)
     assert torch.equal(generated[0, 3:], tokens)
+
+
+def test_encoder_decoder_decodes_through_the_same_search():
+    config = Seq2SeqTransformerConfig(
+        src_vocab_size=9, tgt_vocab_size=7, max_seq_len=12, d_model=16,
+        num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+    )
+    model = Seq2SeqTransformer(config).double().eval()
+    bos, eos = 1, 2
+    src = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        memory, src_keep = model.encode(src)
+
+        def fn(tgt):
+            beams = tgt.shape[0]
+            logits = model.decode(
+                tgt,
+                memory.expand(beams, -1, -1),
+                src_keep.expand(beams, -1, -1, -1),
+            )
+            return logits[:, -1].log_softmax(-1)
+
+        tokens, _ = greedy_search(fn, torch.tensor([bos]),
+                                  max_new_tokens=8, eos_id=eos)
+        # Teacher forcing on the greedy output picks the same tokens.
+        tgt = torch.cat((torch.tensor([bos]), tokens))[None, :-1]
+        assert torch.equal(model(src, tgt)[0].argmax(-1), tokens)
+        hyps = beam_search(fn, torch.tensor([bos]), beam_width=3,
+                           max_new_tokens=8, eos_id=eos)
+        # Each score is the teacher-forced log-probability of its tokens.
+        for new, score in hyps:
+            tgt = torch.cat((torch.tensor([bos]), new))[None]
+            log_probs = model(src, tgt[:, :-1]).log_softmax(-1)
+            total = log_probs[0].gather(-1, new[:, None]).sum()
+            assert score == pytest.approx(float(total))
+            assert new[-1] == eos or len(new) == 8
+    assert len(hyps) == 3

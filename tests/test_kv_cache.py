@@ -10,7 +10,7 @@ from transformer_book.attention import (
     MultiHeadAttention,
     explicit_attention,
 )
-from transformer_book.layers import DecoderLayer, EncoderLayer
+from transformer_book.layers import Decoder, DecoderLayer, EncoderLayer
 from transformer_book.masks import bottom_right_causal_mask, causal_mask
 from transformer_book.models.gpt import GPT, GPTConfig
 from transformer_book.positional import RotaryEmbedding
@@ -224,6 +224,19 @@ def test_decoder_layer_with_cache_equals_full(norm_first):
         for s in _chunks(7)
     ]
     torch.testing.assert_close(torch.cat(parts, dim=1), full)
+
+
+def test_decoder_stack_with_cache_equals_full():
+    decoder = Decoder(2, 16, 4, 32, norm_first=True).double().eval()
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    memory = torch.randn(2, 4, 16, dtype=torch.float64)
+    full = decoder(x, memory, is_causal=True)
+    cache = [KVCache(), KVCache()]
+    parts = [decoder(x[:, s], memory, is_causal=True, cache=cache)
+             for s in _chunks(6)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)
+    with pytest.raises(ValueError, match="one per layer"):
+        decoder(x, memory, is_causal=True, cache=[KVCache()])
 
 
 def test_layer_mask_is_checked_against_the_cached_length():

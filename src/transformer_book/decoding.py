@@ -82,7 +82,7 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
         - returns ``(..., V)``.
 
     Returns:
-        A new tensor: ``logits`` where kept, ``-inf`` elsewhere.
+        A new tensor, ``logits`` where kept and ``-inf`` elsewhere.
 
     Raises:
         TypeError: if ``logits`` is not a floating tensor or ``k`` not an
@@ -120,7 +120,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
         - returns ``(..., V)``.
 
     Returns:
-        A new tensor: ``logits`` where kept, ``-inf`` elsewhere.
+        A new tensor, ``logits`` where kept and ``-inf`` elsewhere.
 
     Raises:
         TypeError: if ``logits`` is not a floating tensor or ``p`` not a
@@ -212,9 +212,6 @@ def sample(
     return draws.squeeze(-1)  # (B, 1) -> (B,)
 
 
-LogProbsFn = Callable[[Tensor], Tensor]
-
-
 def _score(total: float, length: int, length_penalty: float) -> float:
     """``total / length ** length_penalty``; an empty hypothesis scores 0."""
     if length == 0:
@@ -223,7 +220,7 @@ def _score(total: float, length: int, length_penalty: float) -> float:
 
 
 def beam_search(
-    log_probs_fn: LogProbsFn,
+    log_probs_fn: Callable[[Tensor], Tensor],
     prefix: Tensor,
     *,
     beam_width: int,
@@ -337,7 +334,7 @@ def beam_search(
 
 
 def greedy_search(
-    log_probs_fn: LogProbsFn,
+    log_probs_fn: Callable[[Tensor], Tensor],
     prefix: Tensor,
     *,
     max_new_tokens: int,
@@ -384,7 +381,9 @@ def _check_prefix(prefix: Any) -> Tensor:
     return prefix.long()
 
 
-def _call(fn: LogProbsFn, beams: Tensor, eos_id: int | None) -> Tensor:
+def _call(
+    fn: Callable[[Tensor], Tensor], beams: Tensor, eos_id: int | None
+) -> Tensor:
     """``fn(beams)``, checked to be ``(beams, V)`` floats."""
     out = fn(beams)
     check_tensor("log_probs_fn(tokens)", out, ndim=2, floating=True)

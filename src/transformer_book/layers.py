@@ -1084,6 +1084,7 @@ class Decoder(nn.Module):
         *,
         is_causal: bool = False,
         need_weights: bool = False,
+        cache: Sequence[KVCache] | None = None,
     ) -> Tensor | tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """Run every layer on ``x`` and ``memory``, then the final norm.
 
@@ -1091,11 +1092,15 @@ class Decoder(nn.Module):
             x: the target tokens.
             memory: the encoder's output.
             tgt_mask: mask of the self-attention (``True`` = may attend),
-                broadcasting to ``(B, H, T, T)``.
+                broadcasting to ``(B, H, T, kv_len)``.
             memory_mask: mask of the cross-attention, broadcasting to
                 ``(B, H, T, S)``; ``None`` reads every source position.
-            is_causal: apply a causal mask to every self-attention.
+            is_causal: apply a causal mask to every self-attention
+                (bottom-right aligned with a cache).
             need_weights: also return each layer's attention weights.
+            cache: one :class:`~transformer_book.attention.KVCache` per
+                layer when decoding step by step: ``x`` holds the target
+                tokens after those cached (``kv_len`` counts both).
 
         Returns:
             The decoded tokens, or ``(tokens, weights)`` with
@@ -1104,10 +1109,16 @@ class Decoder(nn.Module):
         Raises:
             TypeError: if ``x`` or ``memory`` is not a float tensor.
             ValueError: if ``x`` or ``memory`` is not ``(B, ., d_model)``
-                with the same ``B``, or a mask does not broadcast.
+                with the same ``B``, a mask does not broadcast, or
+                ``cache`` has not one entry per layer.
         """
+        if cache is not None and len(cache) != len(self.layers):
+            raise ValueError(
+                f"cache has {len(cache)} entries, expected one per layer "
+                f"(num_layers={len(self.layers)})"
+            )
         weights: list[tuple[Tensor, Tensor]] = []
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             out = layer(
                 x,
                 memory,
@@ -1115,6 +1126,7 @@ class Decoder(nn.Module):
                 memory_mask,
                 is_causal=is_causal,
                 need_weights=need_weights,
+                cache=None if cache is None else cache[index],
             )
             if isinstance(out, tuple):  # need_weights
                 x, w = out

@@ -339,7 +339,9 @@ class GPT(nn.Module):
         return logits, loss
 
     def make_cache(self) -> list[KVCache]:
-        """An empty key/value cache: one :class:`KVCache` per layer.
+        """An empty key/value cache, one per layer.
+
+        Each entry is a :class:`~transformer_book.attention.KVCache`.
 
         Returns:
             The list to pass as ``cache=`` to :meth:`forward`.
