@@ -126,7 +126,9 @@ def scaled_dot_product_attention(
             whenever it is positive: pass 0 in evaluation).
         is_causal: also apply a causal mask (query ``i`` sees keys
             ``0..i``, aligned at the top left); merged with ``attn_mask``
-            when both are given.
+            when both are given. For queries that follow cached keys,
+            pass :func:`~transformer_book.masks.bottom_right_causal_mask`
+            as ``attn_mask`` instead (as :class:`KVCache` users do).
         return_weights: also return the attention weights (explicit path).
         scale: the factor applied to ``Q K^T``; ``1 / sqrt(D)`` when
             ``None``.

@@ -202,7 +202,9 @@ def sample(
     if temperature == 0.0:
         # The argmax survives every filter, so they change nothing here.
         return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
+    # At least float32: half-precision logits lose small probabilities.
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
