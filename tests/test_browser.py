@@ -134,9 +134,10 @@ def test_intro_loads_cleanly_with_figure_and_math(visit):
         "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
     )
     assert mathjax and all(src.startswith(visit.base_url) for src in mathjax)
-    # The figure drawn by the page's code has loaded.
-    figures = page.locator(".cell_output img")
+    # The figure drawn by the page's code has loaded, numbered and captioned.
+    figures = page.locator("figure img")
     assert figures.count() >= 1
+    assert page.locator("figure figcaption").count() >= figures.count()
     widths = figures.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
     assert all(w > 0 for w in widths), widths
     # Glued numbers made it into the prose.
