@@ -142,6 +142,13 @@ def test_intro_loads_cleanly_with_figure_and_math(visit):
     assert all(w > 0 for w in widths), widths
     # Glued numbers made it into the prose.
     assert page.locator("span.pasted-text").count() >= 5
+    # ... in the weight of the sentence around them, not bold.
+    weights = page.evaluate(
+        "[...document.querySelectorAll('p .pasted-text')].map(e =>"
+        " [getComputedStyle(e).fontWeight,"
+        " getComputedStyle(e.parentElement).fontWeight])"
+    )
+    assert weights and all(own == around for own, around in weights), weights
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "intro.png"), full_page=True)
     assert visit.real_errors() == []
