@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from ._checks import check_int, check_number, check_tensor
+from ._docs import shared_doc
 
 __all__ = [
     "beam_search",
@@ -65,6 +66,18 @@ def _check_temperature(temperature: Any) -> float:
     return check_number("temperature", temperature, minimum=0.0)
 
 
+# The Shape and Returns sections of both filters.
+_FILTER_SHAPE = """
+Shape:
+    - logits: ``(..., V)``.
+    - returns ``(..., V)``.
+
+Returns:
+    A new tensor, ``logits`` where kept and ``-inf`` elsewhere.
+"""
+
+
+@shared_doc(filter_shape=_FILTER_SHAPE)
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """Keep the ``k`` largest logits of each row, ``-inf`` elsewhere.
 
@@ -77,12 +90,7 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
         logits: unnormalised scores.
         k: the number of tokens to keep, at least 1.
 
-    Shape:
-        - logits: ``(..., V)``.
-        - returns ``(..., V)``.
-
-    Returns:
-        A new tensor, ``logits`` where kept and ``-inf`` elsewhere.
+    {filter_shape}
 
     Raises:
         TypeError: if ``logits`` is not a floating tensor or ``k`` not an
@@ -102,6 +110,7 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+@shared_doc(filter_shape=_FILTER_SHAPE)
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Keep the smallest set of most likely tokens whose probability >= p.
 
@@ -115,12 +124,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
         logits: unnormalised scores.
         p: the probability mass to cover, in ``(0, 1]``.
 
-    Shape:
-        - logits: ``(..., V)``.
-        - returns ``(..., V)``.
-
-    Returns:
-        A new tensor, ``logits`` where kept and ``-inf`` elsewhere.
+    {filter_shape}
 
     Raises:
         TypeError: if ``logits`` is not a floating tensor or ``p`` not a

@@ -34,6 +34,7 @@ from ._checks import (
     check_probability,
     check_tensor,
 )
+from ._docs import shared_doc
 
 __all__ = [
     "IGNORE_INDEX",
@@ -47,6 +48,14 @@ __all__ = [
 IGNORE_INDEX = -100
 
 _POOLS = ("cls", "mean")
+
+# The Args of ClassificationHead.pooled and .forward.
+_POOL_ARGS = """
+Args:
+    x: hidden states.
+    padding_mask: ``True`` at real tokens; ``None`` when every
+        position is real.
+"""
 
 
 def _check_features(x: Any, d_model: int) -> Tensor:
@@ -133,13 +142,11 @@ class ClassificationHead(nn.Module):
     def extra_repr(self) -> str:
         return f"pool={self.pool!r}"
 
+    @shared_doc(pool_args=_POOL_ARGS)
     def pooled(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """The pooled vector of each sequence, before the linear map.
 
-        Args:
-            x: hidden states.
-            padding_mask: ``True`` at real tokens; ``None`` when every
-                position is real.
+        {pool_args}
 
         Shape:
             - x: ``(B, T, d_model)``; returns ``(B, d_model)``.
@@ -175,13 +182,11 @@ class ClassificationHead(nn.Module):
         summed = x.where(mask[:, :, None], 0.0).sum(dim=1)  # (B, d_model)
         return summed / counts.to(x.dtype)
 
+    @shared_doc(pool_args=_POOL_ARGS)
     def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """Pool each sequence and score the classes.
 
-        Args:
-            x: hidden states.
-            padding_mask: ``True`` at real tokens; ``None`` when every
-                position is real.
+        {pool_args}
 
         Returns:
             Logits ``(B, num_classes)``.
