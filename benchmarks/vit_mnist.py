@@ -3,8 +3,8 @@
 The book's recipe (the default): a ViT with 7 x 7 patches, width 64, 6
 pre-LN layers, 4 heads and MLP width 128, trained with AdamW, a warmup-
 cosine learning rate, label smoothing 0.1 and random shifts of up to 2
-pixels, on the 4,000 training digits of :func:`transformer_book.data.
-mnist_5k`; the test accuracy is measured on its 1,000 held-out digits.
+pixels, on the 4,000 training digits of ``data.mnist_5k()``; the test
+accuracy is measured on its 1,000 held-out digits.
 
 ``--reference`` runs the fixed reference workload instead: the same kind
 of ViT with 4 layers, 30 epochs of AdamW (lr 1e-3) at batch 128, no

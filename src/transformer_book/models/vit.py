@@ -359,7 +359,7 @@ class ViTConfig:
 
     @property
     def num_tokens(self) -> int:
-        """Tokens the encoder sees: ``N + 1`` with ``[CLS]``, else ``N``."""
+        """Tokens the encoder sees, ``N + 1`` with ``[CLS]``, else ``N``."""
         return self.num_patches + (self.pool == "cls")
 
 
