@@ -3,13 +3,66 @@
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import check_id_tensor, check_int
 from ..heads import LMHead
+from ..layers import Encoder
+
+_C = TypeVar("_C")
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """The first fields of the GPT and encoder configs, in their order.
+
+    A base class so that both write them once; each config documents
+    them, adds its own fields after them and validates in
+    ``__post_init__``.
+    """
+
+    vocab_size: int
+    max_seq_len: int
+    d_model: int
+    num_heads: int
+    num_layers: int
+    d_ff: int | None = None
+    dropout: float = 0.0
+
+
+def check_config(config: Any, cls: type[_C]) -> _C:
+    """``config`` must be a ``cls``: a ``TypeError`` naming both if not."""
+    if not isinstance(config, cls):
+        name = cls.__name__
+        article = "an" if name[0] in "AEIOU" else "a"
+        raise TypeError(
+            f"config must be {article} {name}, got {type(config).__name__}"
+        )
+    return config
+
+
+def gelu_encoder(config: Any, *, norm_first: bool, **options: Any) -> Encoder:
+    """The GELU :class:`~transformer_book.layers.Encoder` a config sizes.
+
+    Reads ``num_layers``, ``d_model``, ``num_heads``, ``d_ff`` (resolved)
+    and ``dropout`` from ``config``; ``options`` (``final_norm``, ``bias``,
+    ``rotary``) go to the ``Encoder``. The BERT-style encoder and the ViT
+    use the stack, GPT its ``layers`` (its blocks).
+    """
+    return Encoder(
+        config.num_layers,
+        config.d_model,
+        config.num_heads,
+        resolved_d_ff(config),
+        dropout=config.dropout,
+        activation="gelu",
+        norm_first=norm_first,
+        **options,
+    )
 
 
 def check_model_sizes(config: Any, *names: str) -> None:

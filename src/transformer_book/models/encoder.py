@@ -21,16 +21,18 @@ from torch import Tensor, nn
 
 from .._checks import check_bool, check_choice, check_int, check_probability
 from ..heads import ClassificationHead, LMHead, TokenClassificationHead
-from ..layers import Encoder, LayerNorm
+from ..layers import LayerNorm
 from ..positional import LearnedPositionalEmbedding
 from ._common import (
+    ModelSizes,
+    check_config,
     check_model_sizes,
     check_pad_id,
     check_sequences,
+    gelu_encoder,
     init_normal,
     key_padding_mask,
     resolve_d_ff,
-    resolved_d_ff,
 )
 
 __all__ = ["EncoderConfig", "TransformerEncoderModel"]
@@ -40,7 +42,7 @@ _POOLS = ("cls", "mean")
 
 
 @dataclass(frozen=True)
-class EncoderConfig:
+class EncoderConfig(ModelSizes):
     """Sizes, padding id and head of a :class:`TransformerEncoderModel`.
 
     Args:
@@ -71,13 +73,6 @@ class EncoderConfig:
             is unknown.
     """
 
-    vocab_size: int
-    max_seq_len: int
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int | None = None
-    dropout: float = 0.0
     pad_id: int = 0
     head: str = "classification"
     num_classes: int = 2
@@ -138,26 +133,14 @@ class TransformerEncoderModel(nn.Module):
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        if not isinstance(config, EncoderConfig):
-            raise TypeError(
-                f"config must be an EncoderConfig, got {type(config).__name__}"
-            )
-        self.config = c = config
+        self.config = c = check_config(config, EncoderConfig)
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         self.position_embedding = LearnedPositionalEmbedding(
             c.d_model, c.max_seq_len
         )
         self.embedding_norm = LayerNorm(c.d_model)
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder = Encoder(
-            c.num_layers,
-            c.d_model,
-            c.num_heads,
-            resolved_d_ff(c),
-            dropout=c.dropout,
-            activation="gelu",
-            norm_first=c.norm_first,
-        )
+        self.encoder = gelu_encoder(c, norm_first=c.norm_first)
         self.head: nn.Module
         if c.head == "classification":
             self.head = ClassificationHead(

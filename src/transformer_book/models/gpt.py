@@ -41,11 +41,13 @@ from ..heads import IGNORE_INDEX, LMHead
 from ..layers import EncoderLayer, LayerNorm
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 from ._common import (
+    ModelSizes,
+    check_config,
     check_model_sizes,
     check_sequences,
+    gelu_encoder,
     init_normal,
     resolve_d_ff,
-    resolved_d_ff,
     scale_residual_projections,
 )
 
@@ -64,7 +66,7 @@ _GPT2_SIZES = {
 
 
 @dataclass(frozen=True)
-class GPTConfig:
+class GPTConfig(ModelSizes):
     """Sizes of a :class:`GPT` model.
 
     Args:
@@ -98,13 +100,6 @@ class GPTConfig:
         128
     """
 
-    vocab_size: int
-    max_seq_len: int
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int | None = None
-    dropout: float = 0.0
     bias: bool = True
     positional: str = "learned"
     tie_weights: bool = True
@@ -231,11 +226,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(
-                f"config must be a GPTConfig, got {type(config).__name__}"
-            )
-        self.config = c = config
+        self.config = c = check_config(config, GPTConfig)
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         self.position_embedding = None
         rotary = None
@@ -246,19 +237,10 @@ class GPT(nn.Module):
         else:  # one parameter-free module, shared by every block
             rotary = RotaryEmbedding(c.head_dim)
         self.dropout = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            EncoderLayer(
-                c.d_model,
-                c.num_heads,
-                resolved_d_ff(c),
-                dropout=c.dropout,
-                activation="gelu",
-                norm_first=True,
-                bias=c.bias,
-                rotary=rotary,
-            )
-            for _ in range(c.num_layers)
-        )
+        # The pre-LN GELU blocks, without the stack's norm: final_norm below.
+        self.blocks = gelu_encoder(
+            c, norm_first=True, final_norm=False, bias=c.bias, rotary=rotary
+        ).layers
         self.final_norm = LayerNorm(c.d_model, bias=c.bias)
         self.lm_head = LMHead(
             c.d_model,

@@ -24,6 +24,7 @@ from ..heads import LMHead
 from ..layers import Transformer
 from ..positional import SinusoidalPositionalEncoding
 from ._common import (
+    check_config,
     check_model_sizes,
     check_pad_id,
     check_sequences,
@@ -128,12 +129,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, config: Seq2SeqTransformerConfig) -> None:
         super().__init__()
-        if not isinstance(config, Seq2SeqTransformerConfig):
-            raise TypeError(
-                "config must be a Seq2SeqTransformerConfig, got "
-                f"{type(config).__name__}"
-            )
-        self.config = c = config
+        self.config = c = check_config(config, Seq2SeqTransformerConfig)
         self.src_embedding = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embedding = nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.positional = SinusoidalPositionalEncoding(
