@@ -9,20 +9,28 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_id_tensor, check_int
+from .._checks import check_id_tensor, check_int, check_probability
 from ..heads import LMHead
 from ..layers import Encoder
 
 _C = TypeVar("_C")
 
 
+# The first lines of the GPT and encoder configs' Args (shared_doc).
+VOCAB_ARGS = """
+vocab_size: token ids are in ``range(vocab_size)``.
+max_seq_len: the longest sequence the model accepts (and the size
+    of the learned position table).
+"""
+
+
 @dataclass(frozen=True)
 class ModelSizes:
     """The first fields of the GPT and encoder configs, in their order.
 
-    A base class so that both write them once; each config documents
-    them, adds its own fields after them and validates in
-    ``__post_init__``.
+    A base class so that both write them once, and check them in
+    :meth:`__post_init__`; each config documents them, adds its own fields
+    after them and checks those after calling ``super().__post_init__()``.
     """
 
     vocab_size: int
@@ -32,6 +40,12 @@ class ModelSizes:
     num_layers: int
     d_ff: int | None = None
     dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Check the sizes and ``dropout``; resolve ``d_ff=None``."""
+        check_model_sizes(self, "vocab_size", "num_layers")
+        resolve_d_ff(self)
+        check_probability("dropout", self.dropout)
 
 
 def check_config(config: Any, cls: type[_C]) -> _C:

@@ -19,20 +19,20 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from .._checks import check_bool, check_choice, check_int, check_probability
+from .._checks import check_bool, check_choice, check_int
+from .._docs import shared_doc
 from ..heads import ClassificationHead, LMHead, TokenClassificationHead
 from ..layers import LayerNorm
 from ..positional import LearnedPositionalEmbedding
 from ._common import (
+    VOCAB_ARGS,
     ModelSizes,
     check_config,
-    check_model_sizes,
     check_pad_id,
     check_sequences,
     gelu_encoder,
     init_normal,
     key_padding_mask,
-    resolve_d_ff,
 )
 
 __all__ = ["EncoderConfig", "TransformerEncoderModel"]
@@ -42,13 +42,12 @@ _POOLS = ("cls", "mean")
 
 
 @dataclass(frozen=True)
+@shared_doc(vocab_args=VOCAB_ARGS)
 class EncoderConfig(ModelSizes):
     """Sizes, padding id and head of a :class:`TransformerEncoderModel`.
 
     Args:
-        vocab_size: token ids are in ``range(vocab_size)``.
-        max_seq_len: the longest sequence the model accepts (and the size
-            of the learned position table).
+        {vocab_args}
         d_model: width of the model.
         num_heads: attention heads per layer; must divide ``d_model``.
         num_layers: number of encoder layers.
@@ -80,9 +79,7 @@ class EncoderConfig(ModelSizes):
     norm_first: bool = False
 
     def __post_init__(self) -> None:
-        check_model_sizes(self, "vocab_size", "num_layers")
-        resolve_d_ff(self)
-        check_probability("dropout", self.dropout)
+        super().__post_init__()
         check_pad_id(self, "vocab_size")
         check_choice("head", self.head, _HEADS)
         check_int("num_classes", self.num_classes)

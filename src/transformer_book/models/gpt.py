@@ -27,9 +27,9 @@ from .._checks import (
     check_choice,
     check_id_tensor,
     check_int,
-    check_probability,
     check_tensor,
 )
+from .._docs import shared_doc
 from ..attention import KVCache
 from ..decoding import (
     _check_temperature,
@@ -41,13 +41,12 @@ from ..heads import IGNORE_INDEX, LMHead
 from ..layers import EncoderLayer, LayerNorm
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 from ._common import (
+    VOCAB_ARGS,
     ModelSizes,
     check_config,
-    check_model_sizes,
     check_sequences,
     gelu_encoder,
     init_normal,
-    resolve_d_ff,
     scale_residual_projections,
 )
 
@@ -66,13 +65,12 @@ _GPT2_SIZES = {
 
 
 @dataclass(frozen=True)
+@shared_doc(vocab_args=VOCAB_ARGS)
 class GPTConfig(ModelSizes):
     """Sizes of a :class:`GPT` model.
 
     Args:
-        vocab_size: token ids are in ``range(vocab_size)``.
-        max_seq_len: the longest sequence the model accepts (and the size
-            of the learned position table).
+        {vocab_args}
         d_model: width of the residual stream.
         num_heads: attention heads per layer; must divide ``d_model``.
         num_layers: number of transformer blocks.
@@ -105,9 +103,7 @@ class GPTConfig(ModelSizes):
     tie_weights: bool = True
 
     def __post_init__(self) -> None:
-        check_model_sizes(self, "vocab_size", "num_layers")
-        resolve_d_ff(self)
-        check_probability("dropout", self.dropout)
+        super().__post_init__()
         check_bool("bias", self.bias)
         check_bool("tie_weights", self.tie_weights)
         check_choice("positional", self.positional, _POSITIONAL)
