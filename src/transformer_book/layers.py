@@ -889,26 +889,14 @@ def _final_norm(
     return LayerNorm(**norm) if check_bool("final_norm", final_norm) else None
 
 
-@shared_doc(stack_args=_STACK_ARGS)
-class Encoder(nn.Module):
-    """A stack of :class:`EncoderLayer` and an optional final LayerNorm.
+class _LayerStack(nn.Module):
+    """What :class:`Encoder` and :class:`Decoder` share: the constructor.
 
-    The same function as ``nn.TransformerEncoder`` (with or without its
-    ``norm``). A pre-LN stack needs the final norm: without it the output
-    is the raw residual stream, whose scale grows with depth.
-
-    {stack_args}
-
-    Shape:
-        - x: ``(B, T, d_model)``.
-        - attn_mask: broadcasts to ``(B, H, T, T)``.
-        - returns ``(B, T, d_model)``; weights: a list of ``num_layers``
-          tensors ``(B, H, T, T)``.
-
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    ``num_layers`` copies of ``_layer`` (same arguments) and the optional
+    final norm; subclasses set ``_layer`` and write ``forward``.
     """
+
+    _layer: type[EncoderLayer] | type[DecoderLayer]
 
     def __init__(
         self,
@@ -931,17 +919,10 @@ class Encoder(nn.Module):
         self.num_layers = check_int("num_layers", num_layers)
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.layers = nn.ModuleList(
-            EncoderLayer(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout=dropout,
-                activation=activation,
-                norm_first=norm_first,
-                bias=bias,
-                eps=eps,
-                rotary=rotary,
-                **factory,
+            self._layer(
+                d_model, num_heads, d_ff, dropout=dropout,
+                activation=activation, norm_first=norm_first, bias=bias,
+                eps=eps, rotary=rotary, **factory,
             )
             for _ in range(num_layers)
         )
@@ -951,6 +932,29 @@ class Encoder(nn.Module):
             **factory,
         )
 
+
+@shared_doc(stack_args=_STACK_ARGS)
+class Encoder(_LayerStack):
+    """A stack of :class:`EncoderLayer` and an optional final LayerNorm.
+
+    The same function as ``nn.TransformerEncoder`` (with or without its
+    ``norm``). A pre-LN stack needs the final norm: without it the output
+    is the raw residual stream, whose scale grows with depth.
+
+    {stack_args}
+
+    Shape:
+        - x: ``(B, T, d_model)``.
+        - attn_mask: broadcasts to ``(B, H, T, T)``.
+        - returns ``(B, T, d_model)``; weights: a list of ``num_layers``
+          tensors ``(B, H, T, T)``.
+
+    Raises:
+        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
+            ``activation`` is unknown.
+    """
+
+    _layer = EncoderLayer
     def forward(
         self,
         x: Tensor,
@@ -1014,7 +1018,7 @@ class Encoder(nn.Module):
 
 
 @shared_doc(stack_args=_STACK_ARGS)
-class Decoder(nn.Module):
+class Decoder(_LayerStack):
     """A stack of :class:`DecoderLayer` and an optional final LayerNorm.
 
     The same function as ``nn.TransformerDecoder``. Every layer reads the
@@ -1034,47 +1038,7 @@ class Decoder(nn.Module):
             ``activation`` is unknown.
     """
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        bias: bool = True,
-        eps: float = 1e-5,
-        final_norm: bool | None = None,
-        rotary: nn.Module | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        self.num_layers = check_int("num_layers", num_layers)
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.layers = nn.ModuleList(
-            DecoderLayer(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout=dropout,
-                activation=activation,
-                norm_first=norm_first,
-                bias=bias,
-                eps=eps,
-                rotary=rotary,
-                **factory,
-            )
-            for _ in range(num_layers)
-        )
-        self.d_model, self.num_heads = d_model, num_heads
-        self.norm = _final_norm(
-            final_norm, norm_first, d_model=d_model, eps=eps, bias=bias,
-            **factory,
-        )
-
+    _layer = DecoderLayer
     def forward(
         self,
         x: Tensor,
