@@ -1891,7 +1891,7 @@ def draw_patches(
         )
     pixels = array[0] if channels == 1 else array.transpose(1, 2, 0)
     low, high = float(array.min()), float(array.max())
-    shown = {"cmap": cmap, "vmin": low, "vmax": high}
+    shown: dict[str, Any] = {"cmap": cmap, "vmin": low, "vmax": high}
     if channels == 3:
         shown = {}
     per_row = min(count, _TILES_PER_ROW)
