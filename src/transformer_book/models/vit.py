@@ -36,9 +36,8 @@ from .._checks import (
     check_tensor,
 )
 from ..heads import ClassificationHead
-from ..layers import Encoder
 from ..positional import sinusoidal_encoding
-from ._common import init_normal, resolve_d_ff, resolved_d_ff
+from ._common import check_config, gelu_encoder, init_normal, resolve_d_ff
 
 __all__ = [
     "PatchEmbedding",
@@ -414,11 +413,7 @@ class ViT(nn.Module):
 
     def __init__(self, config: ViTConfig) -> None:
         super().__init__()
-        if not isinstance(config, ViTConfig):
-            raise TypeError(
-                f"config must be a ViTConfig, got {type(config).__name__}"
-            )
-        self.config = c = config
+        self.config = c = check_config(config, ViTConfig)
         self.patch_embedding = PatchEmbedding(
             c.image_size, c.patch_size, c.in_channels, c.d_model
         )
@@ -435,16 +430,7 @@ class ViT(nn.Module):
                 table = torch.cat((table.new_zeros(1, c.d_model), table))
             self.register_buffer("position_embedding", table, persistent=False)
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder = Encoder(
-            c.num_layers,
-            c.d_model,
-            c.num_heads,
-            resolved_d_ff(c),
-            dropout=c.dropout,
-            activation="gelu",
-            norm_first=True,
-            final_norm=True,
-        )
+        self.encoder = gelu_encoder(c, norm_first=True, final_norm=True)
         self.head = ClassificationHead(
             c.d_model, c.num_classes, pool=c.pool, dropout=c.dropout
         )
