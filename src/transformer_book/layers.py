@@ -28,7 +28,7 @@ the other way round, so code that calls those passes ``~mask``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -893,7 +893,8 @@ class _LayerStack(nn.Module):
     """What :class:`Encoder` and :class:`Decoder` share: the constructor.
 
     ``num_layers`` copies of ``_layer`` (same arguments) and the optional
-    final norm; subclasses set ``_layer`` and write ``forward``.
+    final norm; subclasses set ``_layer`` and write ``forward`` through
+    :meth:`_run`.
     """
 
     _layer: type[EncoderLayer] | type[DecoderLayer]
@@ -931,6 +932,25 @@ class _LayerStack(nn.Module):
             final_norm, norm_first, d_model=d_model, eps=eps, bias=bias,
             **factory,
         )
+
+    def _run(
+        self,
+        x: Tensor,
+        step: Callable[[int, nn.Module, Tensor], Any],
+        need_weights: bool,
+    ) -> Tensor | tuple[Tensor, list[Any]]:
+        """``x`` through every layer (``step(index, layer, x)``), then norm."""
+        weights: list[Any] = []
+        for index, layer in enumerate(self.layers):
+            out = step(index, layer, x)
+            if isinstance(out, tuple):  # need_weights
+                x, w = out
+                weights.append(w)
+            else:
+                x = out
+        if self.norm is not None:
+            x = self.norm(x)
+        return (x, weights) if need_weights else x
 
 
 @shared_doc(stack_args=_STACK_ARGS)
@@ -982,19 +1002,13 @@ class Encoder(_LayerStack):
             ValueError: if ``x`` is not ``(B, T, d_model)`` or
                 ``attn_mask`` does not broadcast to ``(B, H, T, T)``.
         """
-        weights: list[Tensor] = []
-        for layer in self.layers:
-            out = layer(
+        return self._run(
+            x,
+            lambda _, layer, x: layer(
                 x, attn_mask, is_causal=is_causal, need_weights=need_weights
-            )
-            if isinstance(out, tuple):  # need_weights
-                x, w = out
-                weights.append(w)
-            else:
-                x = out
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+            ),
+            need_weights,
+        )
 
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoder) -> Encoder:
@@ -1081,9 +1095,9 @@ class Decoder(_LayerStack):
                 f"cache has {len(cache)} entries, expected one per layer "
                 f"(num_layers={len(self.layers)})"
             )
-        weights: list[tuple[Tensor, Tensor]] = []
-        for index, layer in enumerate(self.layers):
-            out = layer(
+        return self._run(
+            x,
+            lambda index, layer, x: layer(
                 x,
                 memory,
                 tgt_mask,
@@ -1091,15 +1105,9 @@ class Decoder(_LayerStack):
                 is_causal=is_causal,
                 need_weights=need_weights,
                 cache=None if cache is None else cache[index],
-            )
-            if isinstance(out, tuple):  # need_weights
-                x, w = out
-                weights.append(w)
-            else:
-                x = out
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+            ),
+            need_weights,
+        )
 
     @classmethod
     def from_torch(cls, module: nn.TransformerDecoder) -> Decoder:
