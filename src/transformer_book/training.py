@@ -34,10 +34,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
 import random
+import time
 from collections.abc import (
     Callable,
     Iterable,
@@ -64,8 +66,10 @@ __all__ = [
     "History",
     "WarmupCosine",
     "count_parameters",
+    "cross_entropy",
     "load_checkpoint",
     "save_checkpoint",
+    "tokenizer_path",
     "train",
     "warmup_cosine",
 ]
@@ -586,8 +590,9 @@ def load_checkpoint(
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         TypeError: if an argument has the wrong type.
-        ValueError: if the file is not a checkpoint of this module, or it
-            lacks an optimizer or scheduler state that was asked for.
+        ValueError: if the file is not a checkpoint of this module, its
+            weights do not fit ``model``, or it lacks an optimizer or
+            scheduler state that was asked for.
     """
     _check_module("model", model)
     if optimizer is not None:
@@ -602,7 +607,13 @@ def load_checkpoint(
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
         if obj is not None and state[name] is None:
             raise ValueError(f"{path} holds no {name} state to load")
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as error:
+        raise ValueError(
+            f"{path} holds weights that do not fit {type(model).__name__} "
+            f"(a checkpoint of a different config?): {error}"
+        ) from error
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
     if scheduler is not None:
@@ -611,6 +622,105 @@ def load_checkpoint(
         _set_rng_state(state["rng"], generators, strict=False)
     state["history"] = History.from_dict(state["history"])
     return state
+
+
+def tokenizer_path(checkpoint: str | os.PathLike[str]) -> Path:
+    """Return where :func:`train` saves the tokenizer beside ``checkpoint``.
+
+    The checkpoint's path with the suffix ``.tokenizer.json``: ``run/gpt.pt``
+    gives ``run/gpt.tokenizer.json``. Load it with
+    :func:`transformer_book.tokenization.load_tokenizer`.
+
+    Example:
+        >>> tokenizer_path("run/gpt.pt").as_posix()
+        'run/gpt.tokenizer.json'
+    """
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        raise TypeError(
+            f"checkpoint must be a path, got {type(checkpoint).__name__}"
+        )
+    return Path(checkpoint).with_suffix(".tokenizer.json")
+
+
+def cross_entropy(
+    logits: Tensor,
+    targets: Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    ignore_index: int = -100,
+) -> Tensor:
+    """Mean cross-entropy of ``logits`` against ``targets``, any batch shape.
+
+    The classes are the last dimension of ``logits``; every other dimension
+    is flattened, so a language model's ``(B, T, V)`` logits and ``(B, T)``
+    targets need no reshaping. With ``label_smoothing`` :math:`\\varepsilon`,
+    the target distribution puts :math:`1 - \\varepsilon` on the true class
+    and spreads :math:`\\varepsilon` evenly over all :math:`V` classes
+    (Szegedy et al., 2016), as in :func:`torch.nn.functional.cross_entropy`,
+    which computes it. Positions whose target is ``ignore_index`` (padding)
+    count neither in the sum nor in the mean.
+
+    Args:
+        logits: unnormalised scores.
+        targets: class indices.
+        label_smoothing: the probability mass spread over all classes, in
+            ``[0, 1)``.
+        ignore_index: the target value to skip.
+
+    Shape:
+        - logits: ``(..., V)``
+        - targets: ``(...)``, int64
+
+    Returns:
+        The scalar mean loss.
+
+    Raises:
+        ValueError: if the shapes do not match or ``label_smoothing`` is
+            outside ``[0, 1)``.
+
+    Example:
+        >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 2.0]]])
+        >>> targets = torch.tensor([[0, 1]])
+        >>> round(cross_entropy(logits, targets).item(), 4)
+        0.1269
+        >>> smooth = cross_entropy(logits, targets, label_smoothing=0.2)
+        >>> round(smooth.item(), 4)
+        0.3269
+    """
+    logits = check_tensor("logits", logits, floating=True)
+    targets = check_tensor("targets", targets)
+    if logits.ndim < 2 or logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            "logits must have shape targets.shape + (V,), got logits "
+            f"{tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+    label_smoothing = check_number(
+        "label_smoothing", label_smoothing, minimum=0.0, maximum=1.0,
+        max_inclusive=False,
+    )
+    # (..., V) -> (N, V) and (...) -> (N,)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=ignore_index,
+        label_smoothing=label_smoothing,
+    )
+
+
+def _autocast_context(
+    autocast: bool | None, params: Sequence[Tensor]
+) -> Any:
+    """Return the context that ``step`` runs in: bf16 autocast, or none.
+
+    ``None`` turns autocast on only for parameters on CUDA: there bfloat16
+    is fast on every recent GPU, while on a CPU it is fast only on
+    processors with bfloat16 instructions (AMX, AVX-512 BF16).
+    """
+    device_type = params[0].device.type if params else "cpu"
+    enabled = device_type == "cuda" if autocast is None else autocast
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 
 # --------------------------------------------------------------------------
@@ -716,6 +826,20 @@ def _start_epoch(
     return iterator
 
 
+def _throughput(
+    tokens_per_batch: int | Callable[[Any], int], batch: Any, started: float
+) -> float:
+    """Tokens per second of the step that began at ``started``."""
+    seconds = time.perf_counter() - started
+    if callable(tokens_per_batch):
+        tokens = check_int(
+            "tokens_per_batch(batch)", tokens_per_batch(batch), minimum=0
+        )
+    else:
+        tokens = tokens_per_batch
+    return tokens / seconds if seconds > 0 else math.inf
+
+
 def _update(
     step: Callable[[Any], StepOutput],
     batch: Any,
@@ -723,10 +847,12 @@ def _update(
     scheduler: Any,
     params: list[Tensor],
     clip_grad_norm: float | None,
+    autocast: Any,
 ) -> tuple[float, float, dict[str, float]]:
     """One optimizer step on ``batch``; return its loss, lr and metrics."""
     optimizer.zero_grad(set_to_none=True)
-    loss, metrics = _split_output(step(batch))
+    with autocast:
+        loss, metrics = _split_output(step(batch))
     loss.backward()
     if clip_grad_norm is not None:
         norm = nn.utils.clip_grad_norm_(params, clip_grad_norm)
@@ -757,6 +883,10 @@ def train(
     generators: Sequence[torch.Generator] = (),
     progress: bool | None = None,
     description: str = "train",
+    autocast: bool | None = None,
+    tokens_per_batch: int | Callable[[Any], int] | None = None,
+    extra: Any = None,
+    tokenizer: Any = None,
 ) -> History:
     """Train with ``step`` over ``batches``; return the :class:`History`.
 
@@ -784,6 +914,12 @@ def train(
     a list, or a function of the epoch). A mid-epoch resume iterates over
     the batches already done once more (loading them, not training on
     them) to reach the next one.
+
+    Mixed precision: with ``autocast``, ``step`` runs under
+    ``torch.autocast(dtype=torch.bfloat16)``, so matrix products run in
+    bfloat16 while the weights, their gradients and the optimizer stay in
+    float32. bfloat16 keeps float32's exponent range, so no loss scaling is
+    needed (unlike float16).
 
     Args:
         step: ``step(batch)`` returns the scalar loss, or ``(loss,
@@ -813,6 +949,19 @@ def train(
         progress: show a tqdm progress bar; ``None`` shows it only when
             standard error is a terminal (hidden when a book page runs).
         description: the progress bar's label.
+        autocast: run ``step`` under bfloat16 autocast on the parameters'
+            device; ``None`` (default) turns it on on CUDA and off on CPU.
+        tokens_per_batch: the number of tokens in a batch, or a function
+            ``batch -> int``; when given, each step's throughput is
+            recorded as the metric ``"tokens_per_s"`` (tokens over the wall
+            time of that step, including ``step``'s forward pass).
+        extra: plain data saved in the checkpoints under ``"extra"``; by
+            default ``{"config": model.config.to_dict()}`` when the model
+            has such a config (as :class:`~transformer_book.models.GPT`
+            does), so that ``GPT.from_checkpoint(path)`` rebuilds it.
+        tokenizer: a tokenizer to save beside the checkpoint, at
+            :func:`tokenizer_path` ``(checkpoint)``, when the first
+            checkpoint is written.
 
     Returns:
         The history; after a resume it also holds the steps before it.
@@ -861,6 +1010,26 @@ def train(
         raise TypeError(
             f"progress must be True, False or None, got {progress!r}"
         )
+    if autocast is not None and not isinstance(autocast, bool):
+        raise TypeError(
+            f"autocast must be True, False or None, got {autocast!r}"
+        )
+    if tokens_per_batch is not None and not callable(tokens_per_batch):
+        tokens_per_batch = check_int("tokens_per_batch", tokens_per_batch)
+    if tokenizer is not None:
+        if checkpoint is None:
+            raise ValueError(
+                "tokenizer needs a checkpoint path to save beside"
+            )
+        if not callable(getattr(tokenizer, "save", None)):
+            raise TypeError(
+                "tokenizer must have a save(path) method, got "
+                f"{type(tokenizer).__name__}"
+            )
+    if extra is None and model is not None:
+        to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+        if callable(to_dict):
+            extra = {"config": to_dict()}
     if parameters is None:
         params = [p for g in optimizer.param_groups for p in g["params"]]
     else:
@@ -884,10 +1053,12 @@ def train(
             step=at.step,
             epoch=at.epoch,
             history=history,
-            extra=None,
+            extra=extra,
             generators=generators,
             loop=at.loop_state(),
         )
+        if tokenizer is not None and at.saved == (-1, -1):
+            tokenizer.save(tokenizer_path(checkpoint))
         _atomic_save(payload, Path(checkpoint))
         at.saved = (at.step, at.epoch)
 
@@ -903,6 +1074,7 @@ def train(
             results = {"loss": results}
         history._record_eval(at.step, _as_metrics("eval_fn()", results))
 
+    autocast_context = _autocast_context(autocast, params)
     if model is not None:
         model.train()
     stopped = max_steps is not None and at.step >= max_steps
@@ -912,9 +1084,20 @@ def train(
     ) as bar:
         while not stopped and (epochs is None or at.epoch < epochs):
             for batch in _start_epoch(batches, at, generators):
+                started = time.perf_counter()
                 loss, lr, metrics = _update(
-                    step, batch, optimizer, scheduler, params, clip_grad_norm
+                    step,
+                    batch,
+                    optimizer,
+                    scheduler,
+                    params,
+                    clip_grad_norm,
+                    autocast_context,
                 )
+                if tokens_per_batch is not None:
+                    metrics["tokens_per_s"] = _throughput(
+                        tokens_per_batch, batch, started
+                    )
                 at.step += 1
                 at.batch_in_epoch += 1
                 history._record(at.step, loss, lr, metrics)
