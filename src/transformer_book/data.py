@@ -36,6 +36,7 @@ import re
 import urllib.parse
 import urllib.request
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
@@ -66,6 +67,7 @@ __all__ = [
     "fashion_mnist",
     "mnist_5k",
     "multi30k",
+    "number_lists",
     "number_pairs",
     "number_words",
     "python_docs_split",
@@ -913,3 +915,73 @@ def fashion_mnist(
         )
     images = images[:, None]  # (N, 28, 28) -> (N, 1, 28, 28)
     return _as_image_split(images, labels)
+
+
+# --------------------------------------------------------------------------
+# Number lists: longer sentences from the number pairs
+# --------------------------------------------------------------------------
+
+
+def number_lists(
+    pairs: Sequence[tuple[str, str]],
+    count: int,
+    *,
+    max_numbers: int = 4,
+    separator: str = " ; ",
+    rng: random.Random | int = 0,
+) -> list[tuple[str, str]]:
+    """Join random pairs into lists: longer sentences to translate.
+
+    Each list draws a length ``k`` uniformly from ``1 .. max_numbers``,
+    then ``k`` pairs of ``pairs`` uniformly with replacement, and joins
+    their sources and their targets with ``separator``, e.g.
+    ``("seven ; ninety-seven", "sept ; quatre-vingt-dix-sept")``. Built
+    from one split of :func:`number_pairs` (``pairs.train`` or
+    ``pairs.test``), a list holds only numbers of that split.
+
+    Pass one ``random.Random`` to successive calls to continue its
+    sequence: the encoder-decoder pages draw the training lists first and
+    the test lists after them from the same generator, seeded with 0.
+
+    Args:
+        pairs: the ``(source, target)`` pairs to draw from.
+        count: the number of lists.
+        max_numbers: the longest list, at least 1.
+        separator: the text between two numbers, on both sides.
+        rng: a ``random.Random`` (advanced in place) or an int seed.
+
+    Returns:
+        ``count`` pairs ``(source_list, target_list)``.
+
+    Raises:
+        TypeError: if ``rng`` is neither a ``random.Random`` nor an int,
+            or ``separator`` is not a string.
+        ValueError: if ``pairs`` is empty, ``count < 0`` or
+            ``max_numbers < 1``.
+
+    Example:
+        >>> pairs = [("one", "un"), ("two", "deux")]
+        >>> number_lists(pairs, 2, max_numbers=3, rng=1)
+        [('one', 'un'), ('one ; two', 'un ; deux')]
+    """
+    count = check_int("count", count, minimum=0)
+    max_numbers = check_int("max_numbers", max_numbers)
+    if not isinstance(separator, str):
+        raise TypeError(
+            f"separator must be a str, got {type(separator).__name__}"
+        )
+    if not isinstance(rng, random.Random):
+        rng = random.Random(check_int("rng", rng, minimum=None))
+    if not len(pairs):
+        raise ValueError("pairs is empty: there is nothing to draw from")
+    lists = []
+    for _ in range(count):
+        k = rng.randint(1, max_numbers)
+        chosen = [pairs[rng.randrange(len(pairs))] for _ in range(k)]
+        lists.append(
+            (
+                separator.join(src for src, _ in chosen),
+                separator.join(tgt for _, tgt in chosen),
+            )
+        )
+    return lists
