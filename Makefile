@@ -10,15 +10,24 @@ BUILD := _build
 # records a hash of the package so that a change under src/ re-executes them.
 SRC_HASH := $(BUILD)/.package-hash
 PORT ?= 8000
+# Where pip finds torch. Empty: pip's configured index (today's behaviour).
+# CI sets PyTorch's CPU wheel index, https://download.pytorch.org/whl/cpu:
+# the registry's plain torch==2.13.0 is the multi-GB CUDA build.
+TORCH_INDEX_URL ?=
+# The workflow schema check (GitHub's schema ships with the tool).
+CHECK_JSONSCHEMA_VERSION := 0.39.0
+CHECK_JSONSCHEMA := $(VENV)/.check-jsonschema-$(CHECK_JSONSCHEMA_VERSION)
+WORKFLOWS := .github/workflows/test.yml .github/workflows/book.yml
 
 .PHONY: help install book book-strict execute test unit lint typecheck \
-	slow serve clean benchmark
+	slow serve clean benchmark workflows
 
 help:
 	@echo "make book       create .venv, install, execute and build the HTML"
 	@echo "make test       lint, typecheck, unit tests and doctests, strict"
 	@echo "                clean build, build and browser checks"
 	@echo "make lint       ruff on src/, tests/, scripts/ and the pages' code"
+	@echo "make workflows  check .github/workflows against GitHub's schema"
 	@echo "make serve      serve $(BUILD)/html on http://127.0.0.1:$(PORT)"
 	@echo "make benchmark  time the package against PyTorch built-ins"
 	@echo "make clean      remove the build, caches and .venv"
@@ -30,7 +39,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: a looser spec pulls a multi-GB CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 \
+		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PY) -m pip install --quiet -e '.[book,test]'
 	touch $@
 
@@ -53,11 +63,21 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/lint_pages.py
 
+# The tool is pinned here, not in pyproject.toml: only `make test` uses it.
+$(CHECK_JSONSCHEMA): $(STAMP)
+	$(PY) -m pip install --quiet check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)
+	touch $@
+
+# Both workflows against GitHub's workflow schema.
+workflows: $(CHECK_JSONSCHEMA)
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows \
+		$(WORKFLOWS)
+
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The unit tests and the >>> examples in the package's docstrings.
-unit: $(STAMP)
+unit: $(STAMP) $(CHECK_JSONSCHEMA)
 	$(PY) -m pytest -q -m "not slow" --doctest-modules tests src/transformer_book
 
 # The build machinery, a clean `pip install .`, and the browser check of
@@ -65,7 +85,7 @@ unit: $(STAMP)
 slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-test: lint typecheck unit book-strict slow
+test: lint workflows typecheck unit book-strict slow
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "run 'make book' first"; exit 1; }
