@@ -5,13 +5,19 @@ run on the cache that ``jupyter-book build`` reads (``_build/.jupyter_cache``),
 with the reader myst-nb uses, so the build finds every executed page there.
 This script only adds what the tool cannot do:
 
-1. **A package change invalidates the cache.** jupyter-cache keys a page on
-   its code cells, so a change under ``src/`` (or to ``pyproject.toml``)
-   would leave stale outputs. When the package hash differs from the one
-   recorded in ``--hash-file``, the cache and Sphinx's saved environment
-   are removed and the new hash is recorded at once. The cache is cleared
-   once per package change: a page that fails is executed again on the
-   next run, but the pages that passed stay cached.
+1. **The cache belongs to one package and one preset.** jupyter-cache
+   keys a page on its code cells, so a change under ``src/`` (or to
+   ``pyproject.toml``) would leave stale outputs, and so would a switch of
+   ``BOOK_PRESET``: ``BOOK_PRESET=gpu make book`` after a CPU build would
+   serve the CPU outputs. ``--hash-file`` records the package hash and the
+   preset (:func:`transformer_book.runtime.preset`) the cache was filled
+   with. When the package changed, the cache and Sphinx's saved
+   environment are removed and the new key is recorded at once: the cache
+   is cleared once per package change, so a page that fails is executed
+   again on the next run, but the pages that passed stay cached. When only
+   the preset changed, the cache is kept aside, one per preset
+   (``_build/.jupyter_caches/<preset>``), and the new preset's own cache
+   comes back if it was filled with the same package.
 2. **One compute thread per core.** The tool starts one kernel per core
    (its pool has no size option), and each kernel would start one compute
    thread per core: the threads would outnumber the cores, and the small
@@ -75,28 +81,73 @@ def package_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def invalidate_on_package_change(root: Path, hash_file: Path) -> bool:
-    """Clear the cache once when the package changed; True if it did.
+def cache_key(root: Path, preset: str) -> str:
+    """The key of an execution cache: the package hash and the preset."""
+    return f"package {package_hash(root)}\npreset {preset}\n"
 
-    The new hash is recorded together with the clearing, not after a
-    successful run, so a failing page never makes later runs re-execute
-    the pages that passed.
+
+def _preset_of(key: str) -> str:
+    """The preset a key names ("" for a key without one)."""
+    for line in key.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "preset":
+            return value
+    return ""
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def select_cache(root: Path, hash_file: Path, preset: str) -> bool:
+    """Make the cache the build reads the one of this package and preset.
+
+    The cache in use is ``_build/.jupyter_cache``, whose key ``hash_file``
+    holds. On a preset switch it is moved to ``_build/.jupyter_caches/
+    <its preset>`` with its key, and the new preset's cache is moved back
+    when its key matches; any other cache of a different key is removed.
+    The new key is recorded at once, not after a successful run, so a
+    failing page never makes later runs re-execute the pages that passed.
+
+    Returns:
+        True when the cache in use changed (the key did not match).
     """
-    current = package_hash(root)
-    recorded = hash_file.read_text().strip() if hash_file.exists() else ""
+    current = cache_key(root, preset)
+    recorded = hash_file.read_text() if hash_file.exists() else ""
     if recorded == current:
         return False
+    build = root / "_build"
+    active, kept = build / ".jupyter_cache", build / ".jupyter_caches"
+    old_preset = _preset_of(recorded)
+    if active.exists() and old_preset and old_preset != preset:
+        stash = kept / old_preset
+        if stash.exists():
+            shutil.rmtree(stash)
+        stash.mkdir(parents=True)
+        active.replace(stash / "cache")
+        _write(stash / "key", recorded)
+        print(f"preset {old_preset} -> {preset}: the {old_preset} cache "
+              f"is kept in {stash.relative_to(root)}")
+    elif active.exists():
+        print(f"package changed: removing {active.relative_to(root)}")
+        shutil.rmtree(active)
+    stash = kept / preset
+    if stash.exists():
+        key = stash / "key"
+        if key.exists() and key.read_text() == current:
+            (stash / "cache").replace(active)
+            print(f"the {preset} cache comes back from "
+                  f"{stash.relative_to(root)}")
+        shutil.rmtree(stash)
     # Sphinx would not re-read pages whose source is unchanged, so its
     # saved environment goes with the execution cache.
-    build = root / "_build"
-    for stale in (build / ".jupyter_cache", build / ".doctrees"):
-        if stale.exists():
-            print(f"package changed: removing {stale.relative_to(root)}")
-            shutil.rmtree(stale)
-    hash_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = hash_file.with_suffix(".tmp")
-    tmp.write_text(current + "\n")
-    tmp.replace(hash_file)
+    doctrees = build / ".doctrees"
+    if doctrees.exists():
+        shutil.rmtree(doctrees)
+    _write(hash_file, current)
     return True
 
 
@@ -122,7 +173,15 @@ def main() -> int:
 
     root = args.root.resolve()
     hash_file = args.hash_file or root / "_build" / ".package-hash"
-    invalidate_on_package_change(root, hash_file)
+    from transformer_book.runtime import preset as book_preset
+
+    try:
+        preset = book_preset()
+    except ValueError as error:  # a BOOK_PRESET that names no preset
+        print(error, file=sys.stderr)
+        return 2
+    print(f"preset: {preset}")
+    select_cache(root, hash_file, preset)
 
     # The executor's pool holds one kernel per core: one thread each.
     kernels = os.cpu_count() or 1

@@ -1,0 +1,194 @@
+"""The execution cache knows the preset, and a forced preset sizes a page.
+
+``scripts/execute_pages.py`` keys the cache the build reads on the package
+hash and the preset: a switch of ``BOOK_PRESET`` keeps the old preset's
+cache aside and executes the pages again (or brings back the new preset's
+own cache), so ``BOOK_PRESET=gpu make book`` after a CPU build never
+serves CPU outputs. The key logic is tested on its own (fast, no kernel);
+one slow test executes a tiny page, sized the way the book's pages are,
+under both presets (``BOOK_PRESET`` forced), on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "execute_pages.py"
+
+_spec = importlib.util.spec_from_file_location("execute_pages", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+execute_pages = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(execute_pages)
+
+
+def fake_project(root: Path) -> Path:
+    """A root with a package to hash; returns its key file."""
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    return root / "_build" / ".package-hash"
+
+
+def fill_cache(root: Path, label: str) -> None:
+    """Stand-in for an executed cache, and Sphinx's saved environment."""
+    cache = root / "_build" / ".jupyter_cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "outputs").write_text(label)
+    (root / "_build" / ".doctrees").mkdir(exist_ok=True)
+
+
+def cache_in_use(root: Path) -> str | None:
+    outputs = root / "_build" / ".jupyter_cache" / "outputs"
+    return outputs.read_text() if outputs.exists() else None
+
+
+def test_the_key_holds_the_package_and_the_preset(tmp_path):
+    fake_project(tmp_path)
+    cpu = execute_pages.cache_key(tmp_path, "cpu")
+    gpu = execute_pages.cache_key(tmp_path, "gpu")
+    assert cpu != gpu and "preset cpu" in cpu and "preset gpu" in gpu
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("VALUE = 2\n")
+    assert execute_pages.cache_key(tmp_path, "cpu") != cpu
+
+
+def test_switching_the_preset_keeps_one_cache_per_preset(tmp_path):
+    key_file = fake_project(tmp_path)
+    select = execute_pages.select_cache
+    assert select(tmp_path, key_file, "cpu")  # first run: a new key
+    fill_cache(tmp_path, "cpu outputs")
+    assert not select(tmp_path, key_file, "cpu")  # nothing changed
+    assert cache_in_use(tmp_path) == "cpu outputs"
+
+    # To gpu: the cpu cache is set aside, the build starts afresh.
+    assert select(tmp_path, key_file, "gpu")
+    assert cache_in_use(tmp_path) is None
+    assert not (tmp_path / "_build" / ".doctrees").exists()
+    assert "preset gpu" in key_file.read_text()
+    fill_cache(tmp_path, "gpu outputs")
+
+    # Back to cpu: its cache returns, and the gpu one is set aside.
+    assert select(tmp_path, key_file, "cpu")
+    assert cache_in_use(tmp_path) == "cpu outputs"
+    assert not (tmp_path / "_build" / ".doctrees").exists()
+    assert select(tmp_path, key_file, "gpu")
+    assert cache_in_use(tmp_path) == "gpu outputs"
+
+
+def test_a_package_change_clears_every_presets_cache(tmp_path):
+    key_file = fake_project(tmp_path)
+    select = execute_pages.select_cache
+    select(tmp_path, key_file, "cpu")
+    fill_cache(tmp_path, "cpu outputs")
+    select(tmp_path, key_file, "gpu")
+    fill_cache(tmp_path, "gpu outputs")
+
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("VALUE = 2\n")
+    assert select(tmp_path, key_file, "gpu")  # same preset, new package
+    assert cache_in_use(tmp_path) is None
+    # The cpu cache set aside earlier belongs to the old package.
+    assert select(tmp_path, key_file, "cpu")
+    assert cache_in_use(tmp_path) is None
+    assert not (tmp_path / "_build" / ".jupyter_caches" / "cpu").exists()
+
+
+def test_an_old_key_without_a_preset_clears_the_cache(tmp_path):
+    key_file = fake_project(tmp_path)
+    fill_cache(tmp_path, "outputs of unknown preset")
+    key_file.write_text(execute_pages.package_hash(tmp_path) + "\n")
+    assert execute_pages.select_cache(tmp_path, key_file, "cpu")
+    assert cache_in_use(tmp_path) is None
+
+
+# A page sized as the book's pages are: one SIZES dict per preset.
+PAGE = """---
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A tiny page
+
+```{code-cell} ipython3
+from transformer_book import runtime
+
+SIZES = {
+    "cpu": dict(d_model=8, steps=2),
+    "gpu": dict(d_model=512, steps=4000),
+}[runtime.preset()]
+print(f"preset={runtime.preset()} sizes={SIZES}")
+```
+"""
+
+
+def run_execute(root: Path, preset: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BOOK_PRESET": preset}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(root)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def page_output(root: Path) -> str:
+    """The cached stdout of the tiny page."""
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(root / "_build" / ".jupyter_cache"))
+    uri = str(root / "book" / "page.md")
+    record = cache.get_cached_project_nb(uri)
+    assert record is not None, "the page has no cached outputs"
+    notebook = cache.get_cache_bundle(record.pk).nb
+    return "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.slow
+def test_forced_gpu_preset_resizes_a_page_and_reexecutes_it(tmp_path):
+    """Kernels start three times: with the build tests, in `make slow`."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "page.md").write_text(PAGE)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+
+    cpu = run_execute(tmp_path, "cpu")
+    assert cpu.returncode == 0, cpu.stderr[-2000:]
+    assert "preset: cpu" in cpu.stdout
+    assert "1 page(s) to execute" in cpu.stdout
+    assert "preset=cpu sizes={'d_model': 8, 'steps': 2}" in page_output(
+        tmp_path)
+
+    # Same code cells, other preset: executed again, with the gpu sizes.
+    gpu = run_execute(tmp_path, "gpu")
+    assert gpu.returncode == 0, gpu.stderr[-2000:]
+    assert "1 page(s) to execute" in gpu.stdout
+    assert "preset=gpu sizes={'d_model': 512, 'steps': 4000}" in (
+        page_output(tmp_path))
+
+    # Back to cpu: its cache returns, nothing runs.
+    back = run_execute(tmp_path, "cpu")
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert "0 page(s) to execute" in back.stdout
+    assert "preset=cpu" in page_output(tmp_path)
+
+
+def test_a_preset_that_does_not_exist_stops_before_any_page(
+    tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    monkeypatch.setenv("BOOK_PRESET", "tpu")
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), "--root", str(tmp_path)])
+    assert execute_pages.main() == 2
+    assert "BOOK_PRESET='tpu'" in capsys.readouterr().err
+    assert not (tmp_path / "_build").exists()
