@@ -506,12 +506,7 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.d_model = check_int("d_model", d_model)
-        self.num_heads = check_int("num_heads", num_heads)
-        if d_model % num_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}"
-            )
+        self.d_model, self.num_heads = _check_heads(d_model, num_heads)
         self.head_dim = d_model // num_heads
         self.dropout = check_probability("dropout", dropout)
         factory = {"device": device, "dtype": dtype}
@@ -713,6 +708,17 @@ class MultiHeadAttention(nn.Module):
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         ours.train(module.training)
         return ours
+
+
+def _check_heads(d_model: Any, num_heads: Any) -> tuple[int, int]:
+    """Sizes of a multi-head block: ``d_model`` splits into the heads."""
+    d_model = check_int("d_model", d_model)
+    num_heads = check_int("num_heads", num_heads)
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}"
+        )
+    return d_model, num_heads
 
 
 def _check_rotary(rotary: Any, head_dim: int) -> nn.Module | None:

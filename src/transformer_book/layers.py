@@ -28,8 +28,9 @@ the other way round, so code that calls those passes ``~mask``.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -44,7 +45,7 @@ from ._checks import (
     check_tensor,
 )
 from ._docs import shared_doc
-from .attention import KVCache, MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention, _check_heads
 from .masks import broadcast_mask
 
 __all__ = [
@@ -96,15 +97,6 @@ def _check_twin(module: Any, twin: type[nn.Module]) -> None:
         )
 
 
-def _check_heads(d_model: int, num_heads: int) -> None:
-    check_int("d_model", d_model)
-    check_int("num_heads", num_heads)
-    if d_model % num_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}"
-        )
-
-
 def _copy_linear(ours: nn.Linear, theirs: nn.Linear) -> None:
     with torch.no_grad():
         ours.weight.copy_(theirs.weight)
@@ -130,6 +122,37 @@ def _torch_activation(activation: Any) -> str:
 # --------------------------------------------------------------------------
 # Normalisation
 # --------------------------------------------------------------------------
+
+_NORM_COPY = """\
+Returns:
+    A copy that computes the same function, in the twin's train
+    or eval mode.
+
+Raises:
+    TypeError: if ``module`` is not the twin's class.
+    ValueError: for a shape or affine setting this class lacks."""
+
+_Norm = TypeVar("_Norm", bound=nn.Module)
+
+
+def _copy_norm(cls: type[_Norm], module: Any, twin: type[nn.Module]) -> _Norm:
+    """``cls`` with the ``eps``, weight (and bias) of ``module``."""
+    _check_twin(module, twin)
+    _check_norm_twin(module)
+    weight = module.weight
+    # nn.LayerNorm may lack its bias; nn.RMSNorm has none.
+    options = {"bias": module.bias is not None} if twin is nn.LayerNorm else {}
+    ours = cls(
+        module.normalized_shape[0],
+        eps=module.eps,
+        device=weight.device,
+        dtype=weight.dtype,
+        **options,
+    )
+    with torch.no_grad():
+        for name, param in ours.named_parameters():  # weight (, bias)
+            param.copy_(getattr(module, name))
+    return ours.train(module.training)
 
 
 class LayerNorm(nn.Module):
@@ -200,6 +223,7 @@ class LayerNorm(nn.Module):
         return x if self.bias is None else x + self.bias
 
     @classmethod
+    @shared_doc(norm_copy=_NORM_COPY)
     def from_torch(cls, module: nn.LayerNorm) -> LayerNorm:
         """Copy an ``nn.LayerNorm`` over one dimension, ``eps`` included.
 
@@ -207,27 +231,9 @@ class LayerNorm(nn.Module):
             module: an ``nn.LayerNorm`` with a one-dimensional
                 ``normalized_shape`` and ``elementwise_affine=True``.
 
-        Returns:
-            A ``LayerNorm`` that computes the same function.
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.LayerNorm``.
-            ValueError: for a shape or affine setting this class lacks.
+        {norm_copy}
         """
-        _check_twin(module, nn.LayerNorm)
-        _check_norm_twin(module)
-        ours = cls(
-            module.normalized_shape[0],
-            eps=module.eps,
-            bias=module.bias is not None,
-            device=module.weight.device,
-            dtype=module.weight.dtype,
-        )
-        with torch.no_grad():
-            ours.weight.copy_(module.weight)
-            if ours.bias is not None:
-                ours.bias.copy_(module.bias)
-        return ours.train(module.training)
+        return _copy_norm(cls, module, nn.LayerNorm)
 
 
 class RMSNorm(nn.Module):
@@ -287,6 +293,7 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(mean_square + eps) * self.weight
 
     @classmethod
+    @shared_doc(norm_copy=_NORM_COPY)
     def from_torch(cls, module: nn.RMSNorm) -> RMSNorm:
         """Copy an ``nn.RMSNorm`` over one dimension, keeping its ``eps``.
 
@@ -295,24 +302,9 @@ class RMSNorm(nn.Module):
                 ``normalized_shape`` and ``elementwise_affine=True``; its
                 ``eps`` may be ``None``.
 
-        Returns:
-            An ``RMSNorm`` that computes the same function.
-
-        Raises:
-            TypeError: if ``module`` is not an ``nn.RMSNorm``.
-            ValueError: for a shape or affine setting this class lacks.
+        {norm_copy}
         """
-        _check_twin(module, nn.RMSNorm)
-        _check_norm_twin(module)
-        ours = cls(
-            module.normalized_shape[0],
-            eps=module.eps,
-            device=module.weight.device,
-            dtype=module.weight.dtype,
-        )
-        with torch.no_grad():
-            ours.weight.copy_(module.weight)
-        return ours.train(module.training)
+        return _copy_norm(cls, module, nn.RMSNorm)
 
 
 def _check_features(x: Any, d_model: int) -> None:
@@ -444,7 +436,168 @@ def _layer_kwargs(module: Any) -> dict[str, Any]:
     }
 
 
-class EncoderLayer(nn.Module):
+_HEADS_ARGS = """\
+d_model: model width, divisible by ``num_heads``.
+num_heads: number of attention heads."""
+
+# The options every layer, stack and Transformer takes, in this order.
+_BLOCK_ARGS = """\
+dropout: dropout probability (training mode only).
+activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
+norm_first: pre-LN when ``True``, post-LN when ``False``.
+bias: whether the linear maps and the norms have biases.
+eps: the norms' epsilon."""
+
+_FACTORY_ARGS = """\
+device: device of the parameters.
+dtype: dtype of the parameters."""
+
+_BLOCK_RAISES = """\
+Raises:
+    ValueError: if ``d_model`` is not divisible by ``num_heads``, or
+        ``activation`` is unknown."""
+
+
+def _args(*lines: str) -> str:
+    """An ``Args:`` section of the given argument lines."""
+    return "Args:\n" + textwrap.indent("\n".join(lines), "    ")
+
+
+_LAYER_ARGS = _args(
+    _HEADS_ARGS,
+    "d_ff: hidden width of the feed-forward network.",
+    _BLOCK_ARGS,
+    "rotary: ``None``, or a rotary embedding of ``head_dim`` for the\n"
+    "    self-attention (see\n"
+    "    :class:`~transformer_book.attention.MultiHeadAttention`).",
+    _FACTORY_ARGS,
+)
+
+_LAYER_COPY = """\
+Args:
+    module: the twin, ``batch_first`` or not, with a ReLU or exact
+        GELU activation.
+
+Returns:
+    A batch-first copy that computes the same function, in the twin's
+    train or eval mode.
+
+Raises:
+    TypeError: if ``module`` is not the twin's class.
+    ValueError: for an activation or attention setting this class
+        lacks."""
+
+# The first four arguments of DecoderLayer.forward and Decoder.forward.
+_DECODER_INPUTS = """\
+Args:
+    x: the target tokens.
+    memory: the encoder's output.
+    tgt_mask: mask of the self-attention (``True`` = may attend),
+        broadcasting to ``(B, H, T, kv_len)``.
+    memory_mask: mask of the cross-attention, broadcasting to
+        ``(B, H, T, S)``; ``None`` reads every source position."""
+
+_Layer = TypeVar("_Layer", bound="_TransformerLayer")
+
+
+class _TransformerLayer(nn.Module):
+    """What :class:`EncoderLayer` and :class:`DecoderLayer` share.
+
+    The constructor (self-attention, cross-attention when ``_cross``, the
+    feed-forward network, one norm per branch), the dropout-wrapped
+    branches and the copy of a PyTorch twin.
+    """
+
+    #: Whether the layer reads an encoder's memory (cross-attention).
+    _cross: ClassVar[bool] = False
+    _twin: ClassVar[type[nn.Module]]
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        *,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        bias: bool = True,
+        eps: float = 1e-5,
+        rotary: nn.Module | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.d_model, self.num_heads = _check_heads(d_model, num_heads)
+        self.norm_first = check_bool("norm_first", norm_first)
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        attn: dict[str, Any] = {"dropout": dropout, "bias": bias, **factory}
+        norm: dict[str, Any] = {"eps": eps, "bias": bias, **factory}
+        # Built in this order (the order of the random initialisation).
+        self.self_attn = MultiHeadAttention(
+            d_model, num_heads, rotary=rotary, **attn
+        )
+        if self._cross:
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, **attn)
+        self.feed_forward = FeedForward(
+            d_model,
+            d_ff,
+            dropout=dropout,
+            activation=activation,
+            bias=bias,
+            **factory,
+        )
+        self.norm1 = LayerNorm(d_model, **norm)
+        self.norm2 = LayerNorm(d_model, **norm)
+        if self._cross:
+            self.norm3 = LayerNorm(d_model, **norm)
+        self.dropout = nn.Dropout(dropout)  # on each branch's output
+
+    def _sa(
+        self,
+        x: Tensor,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        out = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            cache=cache,
+        )
+        h, weights = out if need_weights else (out, None)
+        return self.dropout(h), weights
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout(self.feed_forward(x))
+
+    @classmethod
+    def _copy(cls: type[_Layer], module: Any) -> _Layer:
+        """The body of ``from_torch``: ``module`` is a ``cls._twin``."""
+        _check_twin(module, cls._twin)
+        ours = cls(**_layer_kwargs(module))
+        ours.self_attn = MultiHeadAttention.from_torch(module.self_attn)
+        norms = ["norm1", "norm2"]
+        if cls._cross:
+            ours.cross_attn = MultiHeadAttention.from_torch(
+                module.multihead_attn
+            )
+            norms.append("norm3")
+        # linear1/linear2 of a PyTorch layer are up_proj/down_proj here.
+        _copy_linear(ours.feed_forward.up_proj, module.linear1)
+        _copy_linear(ours.feed_forward.down_proj, module.linear2)
+        for name in norms:
+            setattr(ours, name, LayerNorm.from_torch(getattr(module, name)))
+        return ours.train(module.training)
+
+
+@shared_doc(layer_args=_LAYER_ARGS, block_raises=_BLOCK_RAISES)
+class EncoderLayer(_TransformerLayer):
     r"""Self-attention then feed-forward, each in a residual branch.
 
     Post-LN (``norm_first=False``, Vaswani et al., 2017) normalises after
@@ -464,20 +617,7 @@ class EncoderLayer(nn.Module):
     ``nn.TransformerEncoderLayer``. A GPT block is
     ``EncoderLayer(..., norm_first=True)`` called with ``is_causal=True``.
 
-    Args:
-        d_model: model width, divisible by ``num_heads``.
-        num_heads: number of attention heads.
-        d_ff: hidden width of the feed-forward network.
-        dropout: dropout probability (training mode only).
-        activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
-        norm_first: pre-LN when ``True``, post-LN when ``False``.
-        bias: whether the linear maps and the norms have biases.
-        eps: the norms' epsilon.
-        rotary: ``None``, or a rotary embedding of ``head_dim`` passed to
-            the self-attention (see
-            :class:`~transformer_book.attention.MultiHeadAttention`).
-        device: device of the parameters.
-        dtype: dtype of the parameters.
+    {layer_args}
 
     Shape:
         - x: ``(B, T, d_model)``.
@@ -485,51 +625,10 @@ class EncoderLayer(nn.Module):
           mask ``(B, 1, 1, T)``, ...
         - returns ``(B, T, d_model)``; weights ``(B, H, T, T)``.
 
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    {block_raises}
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        bias: bool = True,
-        eps: float = 1e-5,
-        rotary: nn.Module | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        _check_heads(d_model, num_heads)
-        self.d_model, self.num_heads = d_model, num_heads
-        self.norm_first = check_bool("norm_first", norm_first)
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        norm: dict[str, Any] = {"eps": eps, "bias": bias, **factory}
-        self.self_attn = MultiHeadAttention(
-            d_model,
-            num_heads,
-            dropout=dropout,
-            bias=bias,
-            rotary=rotary,
-            **factory,
-        )
-        self.feed_forward = FeedForward(
-            d_model,
-            d_ff,
-            dropout=dropout,
-            activation=activation,
-            bias=bias,
-            **factory,
-        )
-        self.norm1 = LayerNorm(d_model, **norm)
-        self.norm2 = LayerNorm(d_model, **norm)
-        self.dropout = nn.Dropout(dropout)  # on each branch's output
+    _twin = nn.TransformerEncoderLayer
 
     def forward(
         self,
@@ -578,63 +677,18 @@ class EncoderLayer(nn.Module):
             x = self.norm2(x + self._ff(x))
         return x if weights is None else (x, weights)
 
-    def _sa(
-        self,
-        x: Tensor,
-        attn_mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
-        cache: KVCache | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        out = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask,
-            is_causal=is_causal,
-            need_weights=need_weights,
-            cache=cache,
-        )
-        h, weights = out if need_weights else (out, None)
-        return self.dropout(h), weights
-
-    def _ff(self, x: Tensor) -> Tensor:
-        return self.dropout(self.feed_forward(x))
-
     @classmethod
+    @shared_doc(layer_copy=_LAYER_COPY)
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy an ``nn.TransformerEncoderLayer``, weights included.
 
-        Args:
-            module: the twin, ``batch_first`` or not, with a ReLU or exact
-                GELU activation.
-
-        Returns:
-            A batch-first ``EncoderLayer`` that computes the same function,
-            in the twin's train or eval mode.
-
-        Raises:
-            TypeError: if ``module`` is not an
-                ``nn.TransformerEncoderLayer``.
-            ValueError: for an activation or attention setting this class
-                lacks.
+        {layer_copy}
         """
-        _check_twin(module, nn.TransformerEncoderLayer)
-        ours = cls(**_layer_kwargs(module))
-        ours.self_attn = MultiHeadAttention.from_torch(module.self_attn)
-        _copy_feed_forward(ours.feed_forward, module)
-        ours.norm1 = LayerNorm.from_torch(module.norm1)
-        ours.norm2 = LayerNorm.from_torch(module.norm2)
-        return ours.train(module.training)
+        return cls._copy(module)
 
 
-def _copy_feed_forward(ours: FeedForward, module: Any) -> None:
-    """``linear1``/``linear2`` of a PyTorch layer into ``up``/``down``."""
-    _copy_linear(ours.up_proj, module.linear1)
-    _copy_linear(ours.down_proj, module.linear2)
-
-
-class DecoderLayer(nn.Module):
+@shared_doc(layer_args=_LAYER_ARGS, block_raises=_BLOCK_RAISES)
+class DecoderLayer(_TransformerLayer):
     r"""Masked self-attention, cross-attention, feed-forward (Vaswani, 2017).
 
     The second branch lets each target token read the encoder's output
@@ -654,19 +708,7 @@ class DecoderLayer(nn.Module):
     the self-attention only (source and target positions are not
     comparable).
 
-    Args:
-        d_model: model width, divisible by ``num_heads``.
-        num_heads: number of attention heads.
-        d_ff: hidden width of the feed-forward network.
-        dropout: dropout probability (training mode only).
-        activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
-        norm_first: pre-LN when ``True``, post-LN when ``False``.
-        bias: whether the linear maps and the norms have biases.
-        eps: the norms' epsilon.
-        rotary: ``None``, or a rotary embedding of ``head_dim`` for the
-            self-attention.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
+    {layer_args}
 
     Shape:
         - x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``.
@@ -676,50 +718,13 @@ class DecoderLayer(nn.Module):
         - returns ``(B, T, d_model)``; weights ``(B, H, T, T)`` and
           ``(B, H, T, S)``.
 
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    {block_raises}
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        bias: bool = True,
-        eps: float = 1e-5,
-        rotary: nn.Module | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        _check_heads(d_model, num_heads)
-        self.d_model, self.num_heads = d_model, num_heads
-        self.norm_first = check_bool("norm_first", norm_first)
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        attn: dict[str, Any] = {"dropout": dropout, "bias": bias, **factory}
-        norm: dict[str, Any] = {"eps": eps, "bias": bias, **factory}
-        self.self_attn = MultiHeadAttention(
-            d_model, num_heads, rotary=rotary, **attn
-        )
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, **attn)
-        self.feed_forward = FeedForward(
-            d_model,
-            d_ff,
-            dropout=dropout,
-            activation=activation,
-            bias=bias,
-            **factory,
-        )
-        self.norm1 = LayerNorm(d_model, **norm)
-        self.norm2 = LayerNorm(d_model, **norm)
-        self.norm3 = LayerNorm(d_model, **norm)
-        self.dropout = nn.Dropout(dropout)  # on each branch's output
+    _cross = True
+    _twin = nn.TransformerDecoderLayer
 
+    @shared_doc(decoder_inputs=_DECODER_INPUTS)
     def forward(
         self,
         x: Tensor,
@@ -733,13 +738,7 @@ class DecoderLayer(nn.Module):
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
         """Run the layer.
 
-        Args:
-            x: the target tokens.
-            memory: the encoder's output.
-            tgt_mask: mask of the self-attention (``True`` = may attend),
-                broadcasting to ``(B, H, T, kv_len)``.
-            memory_mask: mask of the cross-attention, broadcasting to
-                ``(B, H, T, S)``; ``None`` reads every source position.
+        {decoder_inputs}
             is_causal: apply a causal mask to the self-attention (merged
                 with ``tgt_mask``; bottom-right aligned with a cache).
             need_weights: also return the attention weights.
@@ -781,26 +780,6 @@ class DecoderLayer(nn.Module):
             return x
         return x, (self_w, cross_w)
 
-    def _sa(
-        self,
-        x: Tensor,
-        attn_mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
-        cache: KVCache | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        out = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask,
-            is_causal=is_causal,
-            need_weights=need_weights,
-            cache=cache,
-        )
-        h, weights = out if need_weights else (out, None)
-        return self.dropout(h), weights
-
     def _ca(
         self,
         x: Tensor,
@@ -814,36 +793,14 @@ class DecoderLayer(nn.Module):
         h, weights = out if need_weights else (out, None)
         return self.dropout(h), weights
 
-    def _ff(self, x: Tensor) -> Tensor:
-        return self.dropout(self.feed_forward(x))
-
     @classmethod
+    @shared_doc(layer_copy=_LAYER_COPY)
     def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Copy an ``nn.TransformerDecoderLayer``, weights included.
 
-        Args:
-            module: the twin, ``batch_first`` or not, with a ReLU or exact
-                GELU activation.
-
-        Returns:
-            A batch-first ``DecoderLayer`` that computes the same function,
-            in the twin's train or eval mode.
-
-        Raises:
-            TypeError: if ``module`` is not an
-                ``nn.TransformerDecoderLayer``.
-            ValueError: for an activation or attention setting this class
-                lacks.
+        {layer_copy}
         """
-        _check_twin(module, nn.TransformerDecoderLayer)
-        ours = cls(**_layer_kwargs(module))
-        ours.self_attn = MultiHeadAttention.from_torch(module.self_attn)
-        ours.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn)
-        _copy_feed_forward(ours.feed_forward, module)
-        ours.norm1 = LayerNorm.from_torch(module.norm1)
-        ours.norm2 = LayerNorm.from_torch(module.norm2)
-        ours.norm3 = LayerNorm.from_torch(module.norm3)
-        return ours.train(module.training)
+        return cls._copy(module)
 
 
 def _check_memory(memory: Any, batch: int, d_model: int) -> int:
@@ -861,24 +818,31 @@ def _check_memory(memory: Any, batch: int, d_model: int) -> int:
 # Stacks
 # --------------------------------------------------------------------------
 
-_STACK_ARGS = """\
+_STACK_ARGS = _args(
+    "num_layers: number of layers.",
+    _HEADS_ARGS,
+    "d_ff: hidden width of the feed-forward networks.",
+    _BLOCK_ARGS,
+    "final_norm: a :class:`LayerNorm` after the last layer; ``None`` means\n"
+    "    exactly when ``norm_first`` (a pre-LN stack leaves its residual\n"
+    "    stream unnormalised, a post-LN stack has just normalised it).",
+    "rotary: ``None``, or one rotary embedding of ``head_dim`` shared by\n"
+    "    every layer's self-attention.",
+    _FACTORY_ARGS,
+)
+
+_STACK_COPY = """\
 Args:
-    num_layers: number of layers.
-    d_model: model width, divisible by ``num_heads``.
-    num_heads: number of attention heads.
-    d_ff: hidden width of the feed-forward networks.
-    dropout: dropout probability (training mode only).
-    activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
-    norm_first: pre-LN layers when ``True``, post-LN when ``False``.
-    bias: whether the linear maps and the norms have biases.
-    eps: the norms' epsilon.
-    final_norm: a :class:`LayerNorm` after the last layer; ``None`` means
-        exactly when ``norm_first`` (a pre-LN stack leaves its residual
-        stream unnormalised, a post-LN stack has just normalised it).
-    rotary: ``None``, or one rotary embedding of ``head_dim`` shared by
-        every layer's self-attention.
-    device: device of the parameters.
-    dtype: dtype of the parameters."""
+    module: the twin, whose ``norm`` is ``None`` or an
+        ``nn.LayerNorm``.
+
+Returns:
+    A batch-first copy that computes the same function.
+
+Raises:
+    TypeError: if ``module`` (or its ``norm``) is not the twin's
+        class.
+    ValueError: for a layer setting this class lacks."""
 
 
 def _final_norm(
@@ -889,6 +853,9 @@ def _final_norm(
     return LayerNorm(**norm) if check_bool("final_norm", final_norm) else None
 
 
+_Stack = TypeVar("_Stack", bound="_LayerStack")
+
+
 class _LayerStack(nn.Module):
     """What :class:`Encoder` and :class:`Decoder` share: the constructor.
 
@@ -897,7 +864,8 @@ class _LayerStack(nn.Module):
     :meth:`_run`.
     """
 
-    _layer: type[EncoderLayer] | type[DecoderLayer]
+    _layer: ClassVar[type[EncoderLayer] | type[DecoderLayer]]
+    _twin: ClassVar[type[nn.Module]]
 
     def __init__(
         self,
@@ -952,8 +920,20 @@ class _LayerStack(nn.Module):
             x = self.norm(x)
         return (x, weights) if need_weights else x
 
+    @classmethod
+    def _copy(cls: type[_Stack], module: Any) -> _Stack:
+        """The body of ``from_torch``: ``module`` is a ``cls._twin``."""
+        _check_twin(module, cls._twin)
+        layers = [cls._layer.from_torch(m) for m in module.layers]
+        kwargs = _layer_kwargs(module.layers[0])
+        ours = cls(len(layers), **kwargs, final_norm=module.norm is not None)
+        ours.layers = nn.ModuleList(layers)
+        if module.norm is not None:
+            ours.norm = LayerNorm.from_torch(module.norm)
+        return ours.train(module.training)
 
-@shared_doc(stack_args=_STACK_ARGS)
+
+@shared_doc(stack_args=_STACK_ARGS, block_raises=_BLOCK_RAISES)
 class Encoder(_LayerStack):
     """A stack of :class:`EncoderLayer` and an optional final LayerNorm.
 
@@ -969,12 +949,12 @@ class Encoder(_LayerStack):
         - returns ``(B, T, d_model)``; weights: a list of ``num_layers``
           tensors ``(B, H, T, T)``.
 
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    {block_raises}
     """
 
     _layer = EncoderLayer
+    _twin = nn.TransformerEncoder
+
     def forward(
         self,
         x: Tensor,
@@ -1011,27 +991,16 @@ class Encoder(_LayerStack):
         )
 
     @classmethod
+    @shared_doc(stack_copy=_STACK_COPY)
     def from_torch(cls, module: nn.TransformerEncoder) -> Encoder:
         """Copy an ``nn.TransformerEncoder``, with or without its ``norm``.
 
-        Args:
-            module: the twin, whose ``norm`` is ``None`` or an
-                ``nn.LayerNorm``.
-
-        Returns:
-            A batch-first ``Encoder`` that computes the same function.
-
-        Raises:
-            TypeError: if ``module`` (or its ``norm``) is not the twin's
-                class.
-            ValueError: for a layer setting this class lacks.
+        {stack_copy}
         """
-        _check_twin(module, nn.TransformerEncoder)
-        layers = [EncoderLayer.from_torch(m) for m in module.layers]
-        return _copy_stack(cls, module, layers)
+        return cls._copy(module)
 
 
-@shared_doc(stack_args=_STACK_ARGS)
+@shared_doc(stack_args=_STACK_ARGS, block_raises=_BLOCK_RAISES)
 class Decoder(_LayerStack):
     """A stack of :class:`DecoderLayer` and an optional final LayerNorm.
 
@@ -1047,12 +1016,13 @@ class Decoder(_LayerStack):
         - returns ``(B, T, d_model)``; weights: a list of ``num_layers``
           pairs ``((B, H, T, T), (B, H, T, S))``.
 
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    {block_raises}
     """
 
     _layer = DecoderLayer
+    _twin = nn.TransformerDecoder
+
+    @shared_doc(decoder_inputs=_DECODER_INPUTS)
     def forward(
         self,
         x: Tensor,
@@ -1066,13 +1036,7 @@ class Decoder(_LayerStack):
     ) -> Tensor | tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """Run every layer on ``x`` and ``memory``, then the final norm.
 
-        Args:
-            x: the target tokens.
-            memory: the encoder's output.
-            tgt_mask: mask of the self-attention (``True`` = may attend),
-                broadcasting to ``(B, H, T, kv_len)``.
-            memory_mask: mask of the cross-attention, broadcasting to
-                ``(B, H, T, S)``; ``None`` reads every source position.
+        {decoder_inputs}
             is_causal: apply a causal mask to every self-attention
                 (bottom-right aligned with a cache).
             need_weights: also return each layer's attention weights.
@@ -1110,41 +1074,13 @@ class Decoder(_LayerStack):
         )
 
     @classmethod
+    @shared_doc(stack_copy=_STACK_COPY)
     def from_torch(cls, module: nn.TransformerDecoder) -> Decoder:
         """Copy an ``nn.TransformerDecoder``, with or without its ``norm``.
 
-        Args:
-            module: the twin, whose ``norm`` is ``None`` or an
-                ``nn.LayerNorm``.
-
-        Returns:
-            A batch-first ``Decoder`` that computes the same function.
-
-        Raises:
-            TypeError: if ``module`` (or its ``norm``) is not the twin's
-                class.
-            ValueError: for a layer setting this class lacks.
+        {stack_copy}
         """
-        _check_twin(module, nn.TransformerDecoder)
-        layers = [DecoderLayer.from_torch(m) for m in module.layers]
-        return _copy_stack(cls, module, layers)
-
-
-_Stack = TypeVar("_Stack", Encoder, Decoder)
-
-
-def _copy_stack(
-    cls: type[_Stack], module: Any, layers: Sequence[nn.Module]
-) -> _Stack:
-    """Build ``cls`` around copied ``layers`` and ``module.norm``."""
-    kwargs = _layer_kwargs(module.layers[0])
-    ours = cls(
-        len(layers), **kwargs, final_norm=module.norm is not None
-    )
-    ours.layers = nn.ModuleList(layers)
-    if module.norm is not None:
-        ours.norm = LayerNorm.from_torch(module.norm)
-    return ours.train(module.training)
+        return cls._copy(module)
 
 
 # --------------------------------------------------------------------------
@@ -1152,6 +1088,17 @@ def _copy_stack(
 # --------------------------------------------------------------------------
 
 
+_TRANSFORMER_ARGS = _args(
+    _HEADS_ARGS,
+    "num_encoder_layers: number of encoder layers.",
+    "num_decoder_layers: number of decoder layers.",
+    "d_ff: hidden width of the feed-forward networks.",
+    _BLOCK_ARGS,
+    _FACTORY_ARGS,
+)
+
+
+@shared_doc(transformer_args=_TRANSFORMER_ARGS, block_raises=_BLOCK_RAISES)
 class Transformer(nn.Module):
     """The encoder-decoder transformer (Vaswani et al., 2017), no embeddings.
 
@@ -1166,19 +1113,7 @@ class Transformer(nn.Module):
     the decoder, pass the padding mask ``(B, 1, 1, S)`` as ``memory_mask``
     too.
 
-    Args:
-        d_model: model width, divisible by ``num_heads``.
-        num_heads: number of attention heads.
-        num_encoder_layers: number of encoder layers.
-        num_decoder_layers: number of decoder layers.
-        d_ff: hidden width of the feed-forward networks.
-        dropout: dropout probability (training mode only).
-        activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
-        norm_first: pre-LN layers when ``True``, post-LN when ``False``.
-        bias: whether the linear maps and the norms have biases.
-        eps: the norms' epsilon.
-        device: device of the parameters.
-        dtype: dtype of the parameters.
+    {transformer_args}
 
     Shape:
         - src: ``(B, S, d_model)``; tgt: ``(B, T, d_model)``.
@@ -1186,9 +1121,7 @@ class Transformer(nn.Module):
           ``(B, H, T, T)``; memory_mask to ``(B, H, T, S)``.
         - returns ``(B, T, d_model)``.
 
-    Raises:
-        ValueError: if ``d_model`` is not divisible by ``num_heads``, or
-            ``activation`` is unknown.
+    {block_raises}
     """
 
     def __init__(
