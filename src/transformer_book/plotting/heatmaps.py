@@ -44,6 +44,17 @@ __all__ = [
 
 _BLOCKED = "#DDDDDD"
 _MASK_CMAP = ListedColormap([_BLOCKED, PALETTE[0]])
+# How plot_mask and plot_masks draw a 0/1 "may attend" matrix.
+_MASK_STYLE: dict[str, Any] = {
+    "xlabel": "key",
+    "ylabel": "query",
+    "cmap": _MASK_CMAP,
+    "vmin": 0.0,
+    "vmax": 1.0,
+    "colorbar": False,
+    "cell_lines": True,
+    "aspect": "equal",
+}
 # Up to this many cells, an unlabelled axis gets a tick on every cell.
 _TICK_EVERY_CELL = 12
 
@@ -529,16 +540,9 @@ def plot_mask(
         allowed,
         x_labels=x_labels,
         y_labels=y_labels,
-        xlabel="key",
-        ylabel="query",
         title=title,
-        cmap=_MASK_CMAP,
-        vmin=0.0,
-        vmax=1.0,
-        colorbar=False,
-        cell_lines=True,
-        aspect="equal",
         ax=ax,
+        **_MASK_STYLE,
     )
     if legend:
         _mask_legend(ax)
@@ -570,16 +574,9 @@ def plot_masks(
     out = plot_heatmaps(
         allowed,
         titles=list(masks),
-        xlabel="key",
-        ylabel="query",
-        cmap=_MASK_CMAP,
-        vmin=0.0,
-        vmax=1.0,
-        colorbar=False,
-        cell_lines=True,
-        aspect="equal",
         ncols=len(allowed),
         axes=axes,
+        **_MASK_STYLE,
     )
     _mask_legend(out[-1])
     return out
