@@ -120,6 +120,9 @@ class Tokenizer(abc.ABC):
     pad_id: ClassVar[int] = 0
     bos_id: ClassVar[int] = 1
     eos_id: ClassVar[int] = 2
+    #: The constructor's arguments that ``_state`` saves, by name, with
+    #: the JSON type :meth:`load` expects of each.
+    _saved: ClassVar[dict[str, type]]
 
     # -- vocabulary -------------------------------------------------------
 
@@ -157,12 +160,14 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def _state(self) -> dict[str, Any]:
-        """What :meth:`save` writes besides the type and version."""
+        """What :meth:`save` writes besides the type and version: the
+        values of the constructor's arguments named in ``_saved``."""
 
     @classmethod
-    @abc.abstractmethod
     def _from_state(cls: type[T], state: dict[str, Any]) -> T:
         """Rebuild a tokenizer from what :meth:`_state` returned."""
+        saved = cls._saved.items()
+        return cls(**{k: _state_value(state, k, t) for k, t in saved})
 
     # -- encoding ---------------------------------------------------------
 

@@ -16,7 +16,6 @@ from .base import (
     Tokenizer,
     _check_training_text,
     _from_bytes,
-    _state_value,
     _to_bytes,
 )
 
@@ -309,12 +308,10 @@ class BPETokenizer(Tokenizer):
             parts.append(_from_bytes(bytes(pending)))
         return "".join(parts)
 
+    _saved = {"merges": list}
+
     def _state(self) -> dict[str, Any]:
         return {"merges": [list(p) for p in self._merges]}
-
-    @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> BPETokenizer:
-        return cls(_state_value(state, "merges", list))
 
 
 def _merge_ids(

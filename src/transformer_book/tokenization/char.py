@@ -11,7 +11,6 @@ from .base import (
     Tokenizer,
     _check_training_text,
     _from_bytes,
-    _state_value,
     _to_bytes,
 )
 
@@ -160,12 +159,7 @@ class CharTokenizer(Tokenizer):
             parts.append(_from_bytes(bytes(pending)))
         return "".join(parts)
 
+    _saved = {"chars": list, "byte_fallback": bool}
+
     def _state(self) -> dict[str, Any]:
         return {"byte_fallback": self.byte_fallback, "chars": self._chars}
-
-    @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> CharTokenizer:
-        return cls(
-            _state_value(state, "chars", list),
-            byte_fallback=_state_value(state, "byte_fallback", bool),
-        )

@@ -14,7 +14,6 @@ from .base import (
     Tokenizer,
     _check_text,
     _check_training_text,
-    _state_value,
 )
 
 __all__ = ["WORD_PATTERN", "WordTokenizer"]
@@ -161,12 +160,7 @@ class WordTokenizer(Tokenizer):
                 parts.append(self._words[i - n_special])
         return " ".join(parts)
 
+    _saved = {"words": list, "lowercase": bool}
+
     def _state(self) -> dict[str, Any]:
         return {"lowercase": self.lowercase, "words": self._words}
-
-    @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> WordTokenizer:
-        return cls(
-            _state_value(state, "words", list),
-            lowercase=_state_value(state, "lowercase", bool),
-        )
