@@ -7,7 +7,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUILD := _build
 # The execution cache is keyed on the pages' code cells only; this file
-# records a hash of the package so that a change under src/ re-executes them.
+# records a hash of the package and the preset (BOOK_PRESET) the cache was
+# filled with, so that a change under src/ re-executes the pages and each
+# preset has a cache of its own (scripts/execute_pages.py).
 SRC_HASH := $(BUILD)/.package-hash
 PORT ?= 8000
 # Where pip finds torch. Empty: pip's configured index (today's behaviour).
