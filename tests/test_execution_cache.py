@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,40 @@ def test_a_preset_that_does_not_exist_stops_before_any_page(
     assert execute_pages.main() == 2
     assert "BOOK_PRESET='tpu'" in capsys.readouterr().err
     assert not (tmp_path / "_build").exists()
+
+
+# Every page of the book that sizes itself: SIZES = {...}[runtime.preset()]
+SIZES_BLOCK = re.compile(
+    r"^SIZES = (\{.*?^\})\[runtime\.preset\(\)\]$", re.MULTILINE | re.DOTALL
+)
+SIZED_PAGES = sorted(
+    page for page in (ROOT / "book").rglob("*.md")
+    if SIZES_BLOCK.search(page.read_text())
+)
+
+
+def test_the_pages_size_themselves_by_preset():
+    assert len(SIZED_PAGES) >= 15
+
+
+@pytest.mark.parametrize(
+    "page", SIZED_PAGES, ids=lambda p: str(p.relative_to(ROOT / "book"))
+)
+def test_forced_gpu_preset_picks_every_pages_gpu_sizes(page, monkeypatch):
+    """A forced preset switches the sizes, and both presets size alike.
+
+    A key that only the ``cpu`` entry has would fail on a GPU alone, where
+    nothing else runs the ``gpu`` branch.
+    """
+    from transformer_book import runtime
+
+    block = SIZES_BLOCK.search(page.read_text()).group(1)
+    table = eval(block, {"dict": dict})  # the page's own literal
+    assert set(table) == set(runtime.PRESETS)
+    assert set(table["cpu"]) == set(table["gpu"])
+    assert table["cpu"] != table["gpu"]
+    for preset in runtime.PRESETS:
+        monkeypatch.setenv("BOOK_PRESET", preset)
+        sized = eval(block + "[runtime.preset()]",
+                     {"dict": dict, "runtime": runtime})
+        assert sized == table[preset]
