@@ -1,0 +1,197 @@
+"""Tests of benchmarks/gpt_char.py's pure parts, on a tiny text.
+
+The full runs (minutes on a CPU) are reported in the README, not tested:
+these check the split, the deterministic validation windows and loss, the
+batches, the optimizer groups, the recipes, and that a run stops at its
+first evaluation at or below the target. No timing is asserted.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_book.models import GPT, GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "benchmarks" / "gpt_char.py"
+    spec = importlib.util.spec_from_file_location("gpt_char", path)
+    module = importlib.util.module_from_spec(spec)
+    # Its dataclass reads its annotations through sys.modules.
+    sys.modules["gpt_char"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("gpt_char", None)
+
+
+def _tiny(bench, **fields):
+    base = dict(
+        d_model=16, num_heads=2, num_layers=1, block_size=8, batch_size=4,
+        lr=1e-2, min_lr=1e-3, warmup_steps=1, decay_steps=20, max_steps=20,
+        eval_every=5, eval_batch_size=7,
+    )
+    base.update(fields)
+    return bench.Recipe(**base)
+
+
+def _ids(text=TEXT):
+    alphabet = sorted(set(text))
+    return torch.tensor([alphabet.index(c) for c in text]), len(alphabet)
+
+
+def test_split_is_nanogpt_s_first_90_percent(bench):
+    ids = torch.arange(11)
+    train, val = bench.split_ids(ids)
+    assert train.tolist() == list(range(9))  # int(0.9 * 11) = 9
+    assert val.tolist() == [9, 10]
+    train, val = bench.split_ids(torch.arange(1000))
+    assert (len(train), len(val)) == (900, 100)
+    assert torch.equal(torch.cat([train, val]), torch.arange(1000))
+
+
+def test_val_windows_do_not_overlap_and_predict_the_next_id(bench):
+    val = torch.arange(100, 123)  # 23 ids
+    x, y = bench.val_windows(val, 5)
+    assert x.shape == y.shape == (4, 5)  # (23 - 1) // 5 windows
+    assert torch.equal(y, x + 1)
+    assert x.flatten().tolist() == list(range(100, 120))
+    # Every target is a distinct position: each id predicted once at most.
+    assert len(set(y.flatten().tolist())) == y.numel()
+    # An exact fit uses every id after the first as a target.
+    x, y = bench.val_windows(torch.arange(11), 5)
+    assert y.flatten().tolist() == list(range(1, 11))
+
+
+def test_mean_loss_is_the_mean_over_every_position(bench):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=10, max_seq_len=6, d_model=8,
+                          num_heads=2, num_layers=1))
+    x = torch.randint(10, (7, 6))
+    y = torch.randint(10, (7, 6))
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(x)
+        expected = float(F.cross_entropy(logits.flatten(0, 1), y.flatten()))
+    model.train()
+    for batch_size in (1, 3, 7, 100):
+        loss = bench.mean_loss(model, x, y, batch_size)
+        assert loss == pytest.approx(expected, rel=1e-5)
+    assert model.training  # put back in its mode
+
+
+def test_mean_loss_runs_in_eval_mode(bench):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=10, max_seq_len=6, d_model=8,
+                          num_heads=2, num_layers=1, dropout=0.5))
+    x = torch.randint(10, (4, 6))
+    y = torch.randint(10, (4, 6))
+    # Dropout off: the same number twice.
+    assert bench.mean_loss(model, x, y) == bench.mean_loss(model, x, y)
+
+
+def test_random_batches_are_shifted_windows_and_seeded(bench):
+    ids = torch.arange(50)
+
+    def first(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return next(bench.random_batches(ids, 6, 4, gen))
+
+    x, y = first(0)
+    assert x.shape == y.shape == (4, 6)
+    assert torch.equal(y, x + 1)  # arange: the next id is id + 1
+    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(4, 5).long())
+    assert int(y.max()) <= 49
+    assert torch.equal(first(0)[0], x)
+    assert not torch.equal(first(1)[0], x)
+
+
+def test_optimizer_groups_decay_only_matrices(bench):
+    model = GPT(GPTConfig(vocab_size=10, max_seq_len=6, d_model=8,
+                          num_heads=2, num_layers=2, bias=False))
+    decay, no_decay = bench.optimizer_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"])
+    assert all(p.dim() == 1 for p in no_decay["params"])
+    # Every parameter once (the tied embedding is one parameter).
+    ids = [id(p) for p in decay["params"] + no_decay["params"]]
+    assert sorted(ids) == sorted(id(p) for p in model.parameters())
+    assert len(set(ids)) == len(ids)
+    # No biases: the 1-D parameters are the 5 LayerNorm gains.
+    assert len(no_decay["params"]) == 2 * 2 + 1
+
+
+def test_nanogpt_recipe_is_the_issue_s(bench):
+    r = bench.RECIPES["nanogpt"]
+    assert (r.num_layers, r.num_heads, r.d_model) == (4, 4, 128)
+    assert (r.block_size, r.batch_size) == (64, 12)
+    assert (r.bias, r.dropout) == (False, 0.0)
+    assert (r.betas, r.weight_decay, r.clip_grad_norm) == ((0.9, 0.99),
+                                                           0.1, 1.0)
+    assert (r.lr, r.min_lr, r.warmup_steps) == (1e-3, 1e-4, 100)
+    assert (r.decay_steps, r.max_steps, r.eval_every) == (2000, 2000, 250)
+
+
+def test_run_stops_at_the_first_evaluation_at_the_target(bench):
+    ids, vocab_size = _ids()
+    result = bench.run(_tiny(bench), ids, vocab_size, seed=0,
+                       target_loss=100.0, name="tiny")
+    assert result["reached"] and result["steps"] == 5
+    assert len(result["evals"]) == 1
+    assert result["seconds"] is not None and result["seconds"] >= 0
+    assert result["params"] > 0 and result["tokens_per_s"] > 0
+
+
+def test_run_without_reaching_the_target_stops_at_the_cap(bench):
+    ids, vocab_size = _ids()
+    recipe = _tiny(bench)
+    first = bench.run(recipe, ids, vocab_size, seed=0, target_loss=0.0,
+                      max_steps=10, name="tiny")
+    assert not first["reached"] and first["seconds"] is None
+    assert first["steps"] == 10
+    assert [e["step"] for e in first["evals"]] == [5, 10]
+    # The same seed gives the same losses (deterministic evaluation).
+    again = bench.run(recipe, ids, vocab_size, seed=0, target_loss=0.0,
+                      max_steps=10, name="tiny")
+    assert [e["val_loss"] for e in again["evals"]] == [
+        e["val_loss"] for e in first["evals"]]
+    # Training lowers the loss on this repetitive text.
+    assert first["evals"][-1]["val_loss"] < first["evals"][0]["val_loss"]
+
+
+def test_main_compares_and_prints_one_json_line(bench, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "load_text", lambda: TEXT)
+    recipe = dataclasses.replace(bench.RECIPES["book"], d_model=16,
+                                 num_heads=2, num_layers=1, block_size=8,
+                                 batch_size=2, eval_every=1)
+    monkeypatch.setitem(bench.RECIPES, "book", recipe)
+    result = bench.main(["--compare", "--seeds", "2", "--max-steps", "2",
+                         "--threads", "1", "--target-loss", "100"])
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed == result
+    assert {"val_loss", "seconds", "steps", "tokens_per_s",
+            "params"} <= set(printed)
+    assert printed["recipe"] == "book" and printed["steps"] == 1
+    # nanoGPT's recipe evaluates every 250 steps: capped at 2, it never
+    # evaluates, so its full (capped) run is the time to beat.
+    assert printed["nanogpt"]["reached"] is False
+    assert len(printed["ratios"]) == 2 and printed["ratio"] is not None
+    assert [r["recipe"] for r in printed["runs"]] == [
+        "book", "nanogpt", "nanogpt", "book"]
+
+
+def test_command_line_overrides_a_field(bench):
+    args = bench.parse_args(["--recipe", "nanogpt", "--lr", "0.002",
+                             "--bias", "1"])
+    recipe = bench.recipe_from_args(args)
+    assert recipe.lr == 0.002 and recipe.bias is True
+    assert recipe.block_size == 64
