@@ -59,6 +59,7 @@ __all__ = [
     "MULTI30K_BASE_URL",
     "MULTI30K_SHA256",
     "NUMBER_LANGUAGES",
+    "PYTHON_DOCS_CHAPTERS",
     "TINY_SHAKESPEARE_SHA256",
     "TINY_SHAKESPEARE_URL",
     "NumberPairs",
@@ -70,6 +71,7 @@ __all__ = [
     "number_lists",
     "number_pairs",
     "number_words",
+    "python_docs_sentences",
     "python_docs_split",
     "python_docs_text",
     "tiny_shakespeare",
@@ -985,3 +987,123 @@ def number_lists(
             )
         )
     return lists
+
+
+# --------------------------------------------------------------------------
+# Sentences of the Python documentation, labelled by chapter
+# --------------------------------------------------------------------------
+
+#: The chapter of the Python documentation that each help topic of
+#: ``pydoc_data.topics`` comes from: five chapters of the Language
+#: Reference, and the Library Reference (``stdtypes``, ``string``, ``pdb``).
+PYTHON_DOCS_CHAPTERS: dict[str, tuple[str, ...]] = {
+    "lexical analysis": (
+        "floating", "id-classes", "identifiers", "imaginary", "integers",
+        "numbers", "strings",
+    ),
+    "execution model": (
+        "dynamic-features", "exceptions", "execmodel", "naming",
+    ),
+    "data model": (
+        "attribute-access", "callable-types", "context-managers",
+        "customization", "numeric-types", "objects", "sequence-types",
+        "specialnames", "types",
+    ),
+    "expressions": (
+        "atom-identifiers", "atom-literals", "attribute-references",
+        "await", "binary", "bitwise", "booleans", "calls", "comparisons",
+        "conversions", "dict", "exprlists", "in", "lambda", "lists",
+        "operator-summary", "power", "shifting", "slicings",
+        "subscriptions", "unary",
+    ),
+    "statements": (
+        "assert", "assignment", "async", "augassign", "break", "class",
+        "compound", "continue", "del", "else", "for", "function", "global",
+        "if", "import", "nonlocal", "pass", "raise", "return", "try",
+        "while", "with", "yield",
+    ),
+    "standard library": (
+        "bltin-code-objects", "bltin-ellipsis-object", "bltin-null-object",
+        "bltin-type-objects", "debugger", "formatstrings", "specialattrs",
+        "string-methods", "truth", "typesfunctions", "typesmapping",
+        "typesmethods", "typesmodules", "typesseq", "typesseq-mutable",
+    ),
+}
+
+# A sentence ends at . ! or ? followed by space and a capital or a quote.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
+# Lines of code examples, grammar rules, tables and heading underlines.
+_NOT_PROSE = re.compile(r"^(>>>|\||\+[-=+]|[*=~^-]+$)|::=")
+
+
+def _prose_sentences(
+    text: str, min_words: int, max_words: int
+) -> list[str]:
+    """The sentences of the prose paragraphs of one help topic."""
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        lines = [line.strip() for line in paragraph.splitlines()]
+        if any(_NOT_PROSE.search(line) for line in lines):
+            continue
+        for sentence in _SENTENCE_END.split(" ".join(lines)):
+            sentence = " ".join(sentence.split())
+            if (
+                sentence.endswith(".")
+                and min_words <= len(sentence.split()) <= max_words
+            ):
+                found.append(sentence)
+    return found
+
+
+def python_docs_sentences(
+    *, min_words: int = 6, max_words: int = 40
+) -> tuple[list[str], list[int], tuple[str, ...]]:
+    """Sentences of :func:`python_docs_text`, labelled by chapter.
+
+    A labelled task made of real text: each help topic of
+    ``pydoc_data.topics`` is a section of one chapter of the Python
+    documentation (:data:`PYTHON_DOCS_CHAPTERS`), and each prose sentence
+    of a topic gets that chapter as its label. Code examples, grammar
+    rules, tables and headings are left out. Topics overlap (``"if"`` is
+    part of ``"compound"``), so each sentence is kept once; a sentence
+    found in two chapters (a boilerplate line) is dropped. Whitespace
+    inside a sentence is collapsed to single spaces, so a sentence is
+    found in ``" ".join(python_docs_text().split())``.
+
+    Args:
+        min_words: the shortest sentence kept, in words.
+        max_words: the longest sentence kept, in words.
+
+    Returns:
+        ``(sentences, labels, chapters)``: the sentences in the order of
+        :data:`PYTHON_DOCS_CHAPTERS` and its topics, their labels (indices
+        into ``chapters``), and the chapter names.
+
+    Raises:
+        TypeError: if a word count is not an int.
+        ValueError: if ``min_words < 1`` or ``max_words < min_words``.
+
+    Example:
+        >>> sentences, labels, chapters = python_docs_sentences()
+        >>> chapters[:3]
+        ('lexical analysis', 'execution model', 'data model')
+        >>> chapters[labels[sentences.index("The allowed range of floating "
+        ...     "point literals is implementation-dependent.")]]
+        'lexical analysis'
+    """
+    from pydoc_data.topics import topics
+
+    min_words = check_int("min_words", min_words)
+    max_words = check_int("max_words", max_words, minimum=min_words)
+    chapters = tuple(PYTHON_DOCS_CHAPTERS)
+    found: dict[str, set[int]] = {}
+    for label, chapter in enumerate(chapters):
+        for topic in PYTHON_DOCS_CHAPTERS[chapter]:
+            if topic not in topics:  # another Python version
+                continue
+            for sentence in _prose_sentences(
+                topics[topic], min_words, max_words
+            ):
+                found.setdefault(sentence, set()).add(label)
+    kept = [(s, min(ls)) for s, ls in found.items() if len(ls) == 1]
+    return [s for s, _ in kept], [label for _, label in kept], chapters
