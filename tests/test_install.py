@@ -7,6 +7,7 @@ the other slow checks.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import venv
 from pathlib import Path
@@ -49,8 +50,11 @@ def test_pip_install_in_clean_venv(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
 
     # torch first and pinned, as the Makefile does (a range would fetch a
-    # CUDA build from the index).
-    pip("torch==2.13.0")
+    # CUDA build from the index), from TORCH_INDEX_URL when it is set, as
+    # there: CI sets PyTorch's CPU index, where pip's default index holds
+    # the multi-GB CUDA build.
+    index = os.environ.get("TORCH_INDEX_URL", "").strip()
+    pip("torch==2.13.0", *(["--index-url", index] if index else []))
     pip(str(ROOT))
     result = subprocess.run(
         [str(python), "-c", CHECK],
