@@ -3,6 +3,12 @@
 The book executes everywhere: on a two-core laptop with the ``cpu`` preset
 and on a CUDA machine with the ``gpu`` preset, which sizes experiments up.
 Pages ask :func:`preset` which one is in force and read their sizes from it.
+
+A *smoke run* (``BOOK_SMOKE=1``, ``make smoke``) executes the ``gpu``
+branch of every page on any machine, with steps and data capped to a few
+batches by :func:`smoke_sizes` and :func:`cap`: it proves that the code
+paths run (full-size data loading, device placement, sizes); its numbers
+mean nothing and are never published.
 """
 
 from __future__ import annotations
@@ -10,9 +16,10 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -23,11 +30,15 @@ __all__ = [
     "MAX_SEED",
     "PRESETS",
     "PRESET_ENV_VAR",
+    "SMOKE_ENV_VAR",
     "Timer",
     "benchmark",
+    "cap",
     "device",
     "preset",
     "seed_everything",
+    "smoke",
+    "smoke_sizes",
     "synchronize",
     "timed",
 ]
@@ -37,6 +48,11 @@ PRESETS: tuple[str, ...] = ("cpu", "gpu")
 
 #: Environment variable that forces a preset.
 PRESET_ENV_VAR = "BOOK_PRESET"
+
+#: Environment variable that asks for a smoke run (see :func:`smoke`).
+SMOKE_ENV_VAR = "BOOK_SMOKE"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
 
 #: The largest seed :func:`seed_everything` accepts: NumPy's legacy
 #: generator takes seeds below 2**32 (PyTorch's go up to 2**64 - 1).
@@ -62,15 +78,24 @@ def preset() -> str:
 
     ``BOOK_PRESET`` chooses the preset when it is set (case and surrounding
     blanks are ignored); otherwise the preset is ``"gpu"`` when CUDA is
-    available and ``"cpu"`` when it is not.
+    available and ``"cpu"`` when it is not. A smoke run (:func:`smoke`)
+    is always ``"gpu"``: it exists to run that branch where no GPU is.
 
     Returns:
         One of :data:`PRESETS`.
 
     Raises:
-        ValueError: if ``BOOK_PRESET`` holds anything but an allowed value.
+        ValueError: if ``BOOK_PRESET`` holds anything but an allowed value,
+            or names ``"cpu"`` in a smoke run.
     """
     raw = os.environ.get(PRESET_ENV_VAR)
+    if smoke():
+        if raw is not None and raw.strip().lower() not in ("", "gpu"):
+            raise ValueError(
+                f"{SMOKE_ENV_VAR} runs the 'gpu' preset, but "
+                f"{PRESET_ENV_VAR}={raw!r}; unset one of them"
+            )
+        return "gpu"
     if raw is None or raw.strip() == "":
         return "gpu" if torch.cuda.is_available() else "cpu"
     value = raw.strip().lower()
@@ -81,6 +106,90 @@ def preset() -> str:
             f"expected one of {allowed}"
         )
     return value
+
+
+def smoke() -> bool:
+    """Return whether this is a smoke run (``BOOK_SMOKE`` is set).
+
+    ``BOOK_SMOKE`` set to ``1``, ``true``, ``yes`` or ``on`` (any case)
+    asks for one; unset, empty, ``0``, ``false``, ``no`` or ``off`` does
+    not.
+
+    Returns:
+        True in a smoke run.
+
+    Raises:
+        ValueError: if ``BOOK_SMOKE`` holds any other value.
+    """
+    raw = os.environ.get(SMOKE_ENV_VAR, "")
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{SMOKE_ENV_VAR}={raw!r} is neither on (1, true, yes, on) nor "
+        "off (0, false, no, off, empty)"
+    )
+
+
+_T = TypeVar("_T")
+
+
+def cap(value: _T, smoke_value: _T) -> _T:
+    """``value``, or ``smoke_value`` in a smoke run.
+
+    For the few sizes a page sets outside its ``SIZES`` (a dataset slice,
+    a number of seeds): ``n = runtime.cap(60_000, 512)``.
+
+    Args:
+        value: what the page uses.
+        smoke_value: what a smoke run uses instead (a few batches' worth).
+
+    Returns:
+        ``smoke_value`` when :func:`smoke` is true, else ``value``.
+    """
+    return smoke_value if smoke() else value
+
+
+def smoke_sizes(sizes: Mapping[str, Any], **smoke_values: Any) -> dict:
+    """A page's sizes, with some replaced in a smoke run.
+
+    Pages pick their sizes by preset and then cap them for smoke runs in
+    one line, naming the entries that set how much work is done::
+
+        SIZES = {"cpu": dict(...), "gpu": dict(...)}[runtime.preset()]
+        SIZES = runtime.smoke_sizes(SIZES, steps=3, batch_size=8)
+
+    Args:
+        sizes: the sizes of the preset in force.
+        **smoke_values: the entries a smoke run replaces; each must be a
+            key of ``sizes``, so that a misspelt name fails everywhere,
+            not only in smoke runs.
+
+    Returns:
+        A new dict: ``sizes`` updated with ``smoke_values`` when
+        :func:`smoke` is true, else a copy of ``sizes``.
+
+    Raises:
+        TypeError: if ``sizes`` is not a mapping.
+        ValueError: if a name in ``smoke_values`` is not a key of
+            ``sizes``.
+    """
+    if not isinstance(sizes, Mapping):
+        raise TypeError(
+            f"sizes must be a mapping, got {type(sizes).__name__}"
+        )
+    unknown = sorted(set(smoke_values) - set(sizes))
+    if unknown:
+        raise ValueError(
+            f"smoke_sizes got {unknown}, which sizes does not have "
+            f"(its keys: {sorted(sizes)})"
+        )
+    result = dict(sizes)
+    if smoke():
+        result.update(smoke_values)
+    return result
 
 
 def seed_everything(seed: int) -> torch.Generator:
