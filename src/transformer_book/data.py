@@ -74,6 +74,7 @@ __all__ = [
     "python_docs_sentences",
     "python_docs_split",
     "python_docs_text",
+    "seed_cache",
     "tiny_shakespeare",
 ]
 
@@ -1107,3 +1108,158 @@ def python_docs_sentences(
                 found.setdefault(sentence, set()).add(label)
     kept = [(s, min(ls)) for s, ls in found.items() if len(ls) == 1]
     return [s for s, _ in kept], [label for _, label in kept], chapters
+
+
+# --------------------------------------------------------------------------
+# Seeding the cache from reference copies; which data a page used
+# --------------------------------------------------------------------------
+
+
+def _seed_plan() -> list[tuple[tuple[str, ...], str, str]]:
+    """``(paths in a reference folder, name in the cache, sha256)``.
+
+    The sha256 is that of the file the cache holds: Fashion-MNIST is kept
+    decompressed there (as :func:`download` leaves it), so a ``.gz``
+    reference copy is decompressed while it is copied and checked.
+    """
+    plan: list[tuple[tuple[str, ...], str, str]] = [
+        (("tinyshakespeare.txt",), "tinyshakespeare.txt",
+         TINY_SHAKESPEARE_SHA256)
+    ]
+    for name, sha256 in MULTI30K_SHA256.items():
+        plan.append(((f"multi30k/{name}",), f"multi30k-{name}", sha256))
+    for name, sha256 in FASHION_MNIST_SHA256.items():
+        sources = (f"fashion-mnist/{name}.gz", f"fashion-mnist/{name}")
+        plan.append((sources, f"fashion-mnist/{name}", sha256))
+    return plan
+
+
+def seed_cache(
+    directory: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, str]:
+    """Fill the data cache from a folder of reference copies, offline.
+
+    For machines without a network (the ``gpu`` preset on a GPU runner):
+    each file the package downloads (Tiny Shakespeare, Multi30k,
+    Fashion-MNIST) is looked for in ``directory`` under the layout of a
+    reference folder: ``tinyshakespeare.txt``, ``multi30k/<name>.gz`` and
+    ``fashion-mnist/<name>.gz`` (or decompressed). Each copy is checked
+    against the sha256 pinned in this module while it is copied under the
+    cache's own name (through a temporary file and a rename), so later
+    calls of :func:`tiny_shakespeare`, :func:`multi30k` and
+    :func:`fashion_mnist` find it and download nothing. ``directory`` is
+    only read. A file the cache already holds with the right checksum is
+    not copied again.
+
+    Args:
+        directory: the folder of reference copies.
+        cache_dir: directory of the cache; :func:`cache_dir` when ``None``.
+
+    Returns:
+        For each file of the cache (its path relative to the cache, e.g.
+        ``"multi30k-train.en.gz"``): ``"copied"``, ``"cached"`` (already
+        there and verified) or ``"absent"`` (neither in ``directory`` nor
+        in the cache).
+
+    Raises:
+        NotADirectoryError: if ``directory`` is not a folder.
+        ValueError: if a copy in ``directory`` does not match its pinned
+            checksum (nothing is written for it), or a ``.gz`` copy is not
+            gzip data.
+    """
+    source_dir = Path(directory).expanduser()
+    if not source_dir.is_dir():
+        raise NotADirectoryError(
+            f"directory={str(directory)!r} is not a folder of reference "
+            "copies"
+        )
+    cache = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+    report = {}
+    for sources, name, expected in _seed_plan():
+        target = cache / name
+        if target.is_file() and _sha256_file(target) == expected:
+            report[name] = "cached"
+            continue
+        found = [source_dir / s for s in sources if (source_dir / s).is_file()]
+        if not found:
+            report[name] = "absent"
+            continue
+        source = found[0]
+        gunzip = source.name.endswith(".gz") and not name.endswith(".gz")
+        with atomic_open(target, suffix=".part") as out:
+            digest = hashlib.sha256()
+            opener: Any = gzip.open if gunzip else open
+            try:
+                with opener(source, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(block)
+                        out.write(block)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+                raise ValueError(
+                    f"{source} is not a complete gzip file ({error})"
+                ) from error
+            actual = digest.hexdigest()
+            if actual != expected:
+                what = "decompressed " if gunzip else ""
+                raise ValueError(
+                    f"checksum mismatch for {source}: expected "
+                    f"sha256={expected} of the {what}file, got {actual}; "
+                    f"nothing was written to {target}"
+                )
+        report[name] = "copied"
+    return report
+
+
+#: Environment variable naming a file where data functions record each
+#: call (one JSON line: the page in :data:`PAGE_ENV_VAR`, the call), so
+#: that ``make book`` can say which data each page used.
+DATA_LOG_ENV_VAR = "BOOK_DATA_LOG"
+#: Environment variable holding the page a kernel executes.
+PAGE_ENV_VAR = "BOOK_PAGE"
+_log_depth = 0
+
+
+def _call_text(name: str, args: tuple, kwargs: dict) -> str:
+    def short(value: object) -> str:
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    parts = [short(a) for a in args]
+    parts += [f"{k}={short(v)}" for k, v in kwargs.items() if k != "cache_dir"]
+    return f"{name}({', '.join(parts)})"
+
+
+def _logs_use(fn: Any) -> Any:
+    """Record the outermost calls of a data function in the data log."""
+
+    @functools.wraps(fn)
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        global _log_depth
+        log = os.environ.get(DATA_LOG_ENV_VAR, "").strip()
+        if log and _log_depth == 0:
+            line = json.dumps({
+                "page": os.environ.get(PAGE_ENV_VAR, ""),
+                "call": _call_text(fn.__name__, args, kwargs),
+            })
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        _log_depth += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _log_depth -= 1
+
+    return logged
+
+
+python_docs_text = _logs_use(python_docs_text)
+python_docs_split = _logs_use(python_docs_split)
+python_docs_sentences = _logs_use(python_docs_sentences)
+number_words = _logs_use(number_words)
+number_pairs = _logs_use(number_pairs)
+mnist_5k = _logs_use(mnist_5k)
+tiny_shakespeare = _logs_use(tiny_shakespeare)
+multi30k = _logs_use(multi30k)
+fashion_mnist = _logs_use(fashion_mnist)
