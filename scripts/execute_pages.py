@@ -26,24 +26,49 @@ This script only adds what the tool cannot do:
 3. **The project follows ``_toc.yml``**: listed pages are added, pages no
    longer listed are dropped, and the traceback of a failing page is
    printed with a non-zero exit status.
+4. **Data, offline and accounted for.** ``--seed-data DIR`` (``make book
+   BOOK_DATA=DIR``) fills the data cache from a folder of reference copies
+   first (:func:`transformer_book.data.seed_cache`: checked, copied, the
+   folder only read). Each kernel knows its page (``BOOK_PAGE``) and the
+   data functions record their calls (``BOOK_DATA_LOG``); the calls of the
+   pages executed are kept in ``_build/data-use.json``.
+5. **A report** (``--report``, the end of ``make book``): the data each
+   page used and the five slowest pages with their execution times.
+6. **Smoke runs** (``--smoke``, ``make smoke``): every page's ``gpu``
+   branch on any machine, with ``BOOK_SMOKE=1`` so that pages cap their
+   steps and data (:func:`transformer_book.runtime.smoke_sizes`), into a
+   cache of its own (``_build/smoke``, emptied first) that no build reads.
+   The numbers mean nothing, so a failed ``assert`` (a page's claim about
+   its numbers) is counted, not fatal; any other error fails the run.
+   ``BOOK_SMOKE`` set without ``--smoke`` is refused: smoke outputs never
+   reach the book's cache.
 
 Usage: python scripts/execute_pages.py [--hash-file PATH] [--timeout S]
+       [--seed-data DIR] [--smoke] [--report]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
+from jupyter_cache.executors.basic import (
+    ExecutionWorkerLocalMProc,
+    JupyterExecutorLocalMproc,
+)
 
 READER = {"name": "myst_nb_md", "type": "plugin"}
+#: The pages shown by the report, slowest first.
+SLOWEST = 5
 
 
 def toc_pages(root: Path) -> list[Path]:
@@ -151,6 +176,139 @@ def select_cache(root: Path, hash_file: Path, preset: str) -> bool:
     return True
 
 
+class _PageWorker(ExecutionWorkerLocalMProc):
+    """jupyter-cache's worker; the kernel it starts knows its page.
+
+    A worker process executes one page at a time and the kernel inherits
+    its environment, so ``BOOK_PAGE`` names the page to the data log.
+    """
+
+    @staticmethod
+    def execute(project_nb: Any, data: Any) -> Any:
+        from transformer_book.data import PAGE_ENV_VAR
+
+        os.environ[PAGE_ENV_VAR] = project_nb.uri
+        return ExecutionWorkerLocalMProc.execute(project_nb, data)
+
+
+class _Executor(JupyterExecutorLocalMproc):
+    """The ``local-parallel`` executor, with :class:`_PageWorker`."""
+
+    _EXECUTION_WORKER = _PageWorker
+
+
+def read_data_log(log: Path, root: Path) -> dict[str, list[str]]:
+    """The calls a data log records, by page relative to ``root``."""
+    calls: dict[str, set[str]] = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a killed kernel
+                continue
+            page = _relative(record.get("page") or "(unknown page)", root)
+            calls.setdefault(page, set()).add(record.get("call", "?"))
+    return {page: sorted(found) for page, found in calls.items()}
+
+
+def update_data_use(
+    store: Path, log: Path, root: Path, executed: list[str], pages: list[str]
+) -> dict[str, list[str]]:
+    """Record the data the executed pages used, beside the older records.
+
+    Args:
+        store: the JSON file of page -> calls, kept between runs (a page
+            served from the cache keeps its calls from the run that
+            executed it).
+        log: this run's data log.
+        root: the book's root (pages are named relative to it).
+        executed: the pages this run executed (relative paths): their old
+            records are replaced, by nothing when they loaded no data.
+        pages: the pages of the book: records of other pages are dropped.
+
+    Returns:
+        The updated records.
+    """
+    use: dict[str, list[str]] = {}
+    if store.exists():
+        try:
+            use = json.loads(store.read_text())
+        except json.JSONDecodeError:
+            use = {}
+    for page in executed:
+        use.pop(page, None)
+    use.update(read_data_log(log, root))
+    use = {page: use[page] for page in pages if use.get(page)}
+    _write(store, json.dumps(use, indent=1) + "\n")
+    return use
+
+
+def execution_times(cache: Any, root: Path) -> dict[str, float]:
+    """Seconds each page's cached execution took, by relative path."""
+    times = {}
+    for record in cache.list_project_records():
+        try:
+            cached = cache.get_cached_project_nb(record.uri)
+        except Exception:  # an unreadable page: no time to report
+            cached = None
+        if cached is not None and cached.data:
+            seconds = cached.data.get("execution_seconds")
+            if seconds is not None:
+                times[_relative(record.uri, root)] = float(seconds)
+    return times
+
+
+def _relative(uri: str, root: Path) -> str:
+    path = Path(uri)
+    return str(path.relative_to(root)) if path.is_relative_to(root) else uri
+
+
+def report(
+    times: dict[str, float], data_use: dict[str, list[str]], pages: list[str]
+) -> str:
+    """The data each page used and the slowest pages, as text."""
+    lines = ["data used by each page:"]
+    for page in pages:
+        calls = data_use.get(page)
+        if calls:
+            lines.append(f"  {page}: {', '.join(calls)}")
+    if len(lines) == 1:
+        lines.append("  (none recorded)")
+    slowest = sorted(times.items(), key=lambda item: -item[1])[:SLOWEST]
+    lines.append(f"the {len(slowest)} slowest pages (execution time):")
+    for page, seconds in slowest:
+        lines.append(f"  {seconds:7.1f} s  {page}")
+    return "\n".join(lines)
+
+
+def smoke_errors(nb: Any) -> tuple[list[str], int]:
+    """The errors of an executed notebook that fail a smoke run.
+
+    Returns:
+        ``(errors, claims)``: a line for each error that is not an
+        ``AssertionError`` (cells tagged ``raises-exception`` are expected
+        to raise), and the number of failed asserts, which a smoke run
+        only counts: its numbers are not meant to satisfy the page.
+    """
+    errors, claims = [], 0
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if "raises-exception" in cell.metadata.get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "error":
+                continue
+            if output.get("ename") == "AssertionError":
+                claims += 1
+            else:
+                errors.append(
+                    f"cell {index}: {output.get('ename')}: "
+                    f"{output.get('evalue')}"
+                )
+    return errors, claims
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -166,22 +324,80 @@ def main() -> int:
         help="where the package hash is kept (_build/.package-hash)",
     )
     parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument(
+        "--seed-data",
+        type=Path,
+        default=None,
+        help="a folder of reference copies to fill the data cache from",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="execute every page's gpu branch, capped (BOOK_SMOKE=1)",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="only print the data each page used and the slowest pages",
+    )
     args = parser.parse_args()
 
     from jupyter_cache import get_cache
-    from jupyter_cache.executors import load_executor
+
+    from transformer_book import data
+    from transformer_book.runtime import SMOKE_ENV_VAR
+    from transformer_book.runtime import preset as book_preset
+    from transformer_book.runtime import smoke as book_smoke
 
     root = args.root.resolve()
+    build = root / "_build"
+    if args.smoke:
+        build = build / "smoke"
+        os.environ[SMOKE_ENV_VAR] = "1"
     hash_file = args.hash_file or root / "_build" / ".package-hash"
-    from transformer_book.runtime import preset as book_preset
+    cache_path = build / ".jupyter_cache"
+    use_file = build / "data-use.json"
+
+    def page_names() -> list[str]:
+        return [_relative(str(page), root) for page in toc_pages(root)]
+
+    if args.report:
+        cache = get_cache(str(cache_path))
+        print(report(execution_times(cache, root),
+                     json.loads(use_file.read_text())
+                     if use_file.exists() else {}, page_names()))
+        return 0
 
     try:
         preset = book_preset()
+        smoke = book_smoke()
     except ValueError as error:  # a BOOK_PRESET that names no preset
         print(error, file=sys.stderr)
         return 2
-    print(f"preset: {preset}")
-    select_cache(root, hash_file, preset)
+    if smoke and not args.smoke:
+        print(f"{SMOKE_ENV_VAR} is set: smoke outputs never go into the "
+              "book's cache; run `make smoke` (--smoke)", file=sys.stderr)
+        return 2
+    print(f"preset: {preset}{' (smoke run: steps and data capped)' * smoke}")
+
+    toc = toc_pages(root)
+    names = page_names()
+    if args.seed_data is not None:
+        try:
+            seeded = data.seed_cache(args.seed_data)
+        except (OSError, ValueError) as error:
+            print(f"cannot seed the data cache: {error}", file=sys.stderr)
+            return 2
+        counts = {state: sum(1 for s in seeded.values() if s == state)
+                  for state in ("copied", "cached", "absent")}
+        print(f"data cache {data.cache_dir()} seeded from {args.seed_data}: "
+              + ", ".join(f"{n} {state}" for state, n in counts.items()))
+
+    if args.smoke:
+        if build.exists():  # every page, every time
+            shutil.rmtree(build)
+    else:
+        select_cache(root, hash_file, preset)
 
     # The executor's pool holds one kernel per core: one thread each.
     kernels = os.cpu_count() or 1
@@ -189,8 +405,8 @@ def main() -> int:
     threads = int(os.environ['OMP_NUM_THREADS'])
     print(f"{threads} compute thread{'s' if threads != 1 else ''} per page")
 
-    cache = get_cache(str(root / "_build" / ".jupyter_cache"))
-    pages = {str(page): page for page in toc_pages(root)}
+    cache = get_cache(str(cache_path))
+    pages = {str(page): page for page in toc}
     for record in cache.list_project_records():
         if record.uri not in pages:
             cache.remove_nb_from_project(record.uri)
@@ -201,19 +417,47 @@ def main() -> int:
     if not todo:
         return 0
 
+    log = build / ".data-log.jsonl"
+    log.unlink(missing_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    os.environ[data.DATA_LOG_ENV_VAR] = str(log)
     logger = logging.getLogger("execute_pages")
     logger.setLevel(logging.INFO)
-    executor = load_executor("local-parallel", cache=cache, logger=logger)
+    executor = _Executor(cache=cache, logger=logger)
     start = time.perf_counter()
-    result = executor.run_and_cache(timeout=args.timeout, allow_errors=False)
+    # A smoke run goes on after an error, to tell asserts from failures.
+    result = executor.run_and_cache(timeout=args.timeout,
+                                    allow_errors=args.smoke)
     print(f"executed in {time.perf_counter() - start:.1f} s")
-    for uri in result.succeeded:
-        print(f"  ok      {Path(uri).relative_to(root)}")
     failed = result.excepted + result.errored
-    for uri in failed:
+    claims = 0
+    for uri in result.succeeded:
+        name = _relative(uri, root)
+        if args.smoke:
+            record = cache.get_cached_project_nb(uri)
+            errors, asserts = (
+                smoke_errors(cache.get_cache_bundle(record.pk).nb)
+                if record is not None else (["not in the cache"], 0)
+            )
+            claims += asserts
+            if errors:
+                failed.append(uri)
+                print(f"\nFAILED (smoke): {name}\n" + "\n".join(errors),
+                      file=sys.stderr)
+                continue
+            note = f" ({asserts} assert(s) not met)" if asserts else ""
+            print(f"  ok      {name}{note}")
+        else:
+            print(f"  ok      {name}")
+    for uri in result.excepted + result.errored:
         trace = cache.get_project_record(uri).traceback or "(no traceback)"
-        name = Path(uri).relative_to(root)
-        print(f"\nFAILED: {name}\n{trace}", file=sys.stderr)
+        print(f"\nFAILED: {_relative(uri, root)}\n{trace}", file=sys.stderr)
+    executed = [_relative(uri, root) for uri in result.succeeded + failed]
+    use = update_data_use(use_file, log, root, executed, names)
+    if args.smoke:
+        print(f"smoke run: {claims} assert(s) about numbers not met "
+              "(expected: steps and data are capped)")
+        print(report(execution_times(cache, root), use, names))
     return 1 if failed else 0
 
 
