@@ -840,6 +840,45 @@ def _throughput(
     return tokens / seconds if seconds > 0 else math.inf
 
 
+def _distributed() -> tuple[int, int]:
+    """``(rank, world_size)`` of this process; ``(0, 1)`` when alone.
+
+    Read from ``torch.distributed`` when a process group is initialized
+    (as under ``torchrun``), so that the loop needs no argument for it.
+    """
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The module inside a ``DistributedDataParallel`` (or ``model``)."""
+    inner = getattr(model, "module", None)
+    if isinstance(model, nn.parallel.DistributedDataParallel) and isinstance(
+        inner, nn.Module
+    ):
+        return inner
+    return model
+
+
+def _micro_batches(batch: Any, accumulate: int) -> Sequence[Any]:
+    """The micro-batches of one optimizer step."""
+    if accumulate == 1:
+        return [batch]
+    if not isinstance(batch, Sequence) or len(batch) != accumulate:
+        raise ValueError(
+            f"with accumulate={accumulate}, every batch must be a sequence "
+            f"of {accumulate} micro-batches, got "
+            + (
+                f"{len(batch)}"
+                if isinstance(batch, Sequence)
+                else type(batch).__name__
+            )
+        )
+    return batch
+
+
 def _update(
     step: Callable[[Any], StepOutput],
     batch: Any,
@@ -848,12 +887,53 @@ def _update(
     params: list[Tensor],
     clip_grad_norm: float | None,
     autocast: Any,
+    accumulate: int = 1,
+    model: nn.Module | None = None,
 ) -> tuple[float, float, dict[str, float]]:
-    """One optimizer step on ``batch``; return its loss, lr and metrics."""
+    """One optimizer step on ``batch``; return its loss, lr and metrics.
+
+    With ``accumulate > 1``, ``batch`` holds that many micro-batches: each
+    loss, divided by ``accumulate``, is back-propagated in turn, so the
+    gradients add up to those of the micro-batches' mean loss. A DDP
+    ``model`` synchronizes its gradients only on the last one. In a
+    distributed run the returned loss and metrics are averaged over the
+    processes.
+    """
     optimizer.zero_grad(set_to_none=True)
-    with autocast:
-        loss, metrics = _split_output(step(batch))
-    loss.backward()
+    micro = _micro_batches(batch, accumulate)
+    no_sync = getattr(model, "no_sync", None)
+    losses, metrics_list = [], []
+    for i, micro_batch in enumerate(micro):
+        last = i == len(micro) - 1
+        sync = (
+            contextlib.nullcontext()
+            if last or not callable(no_sync)
+            else no_sync()
+        )
+        with sync:
+            with autocast:
+                loss, metrics = _split_output(step(micro_batch))
+            (loss if accumulate == 1 else loss / accumulate).backward()
+        losses.append(loss.detach().float())
+        metrics_list.append(metrics)
+    mean_loss = losses[0] if accumulate == 1 else torch.stack(losses).mean()
+    metrics = {
+        name: sum(m.get(name, math.nan) for m in metrics_list) / len(micro)
+        for name in metrics_list[0]
+    }
+    _, world_size = _distributed()
+    if world_size > 1:
+        names = sorted(metrics)
+        values = torch.tensor(
+            [float(mean_loss)] + [metrics[n] for n in names],
+            dtype=torch.float64,
+            device=mean_loss.device,
+        )
+        torch.distributed.all_reduce(values)
+        values /= world_size
+        mean_loss = values[0]
+        rest = values[1:].tolist()
+        metrics = {n: float(v) for n, v in zip(names, rest, strict=True)}
     if clip_grad_norm is not None:
         norm = nn.utils.clip_grad_norm_(params, clip_grad_norm)
         metrics["grad_norm"] = float(norm)
@@ -861,7 +941,7 @@ def _update(
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
-    return float(loss.detach()), lr, metrics
+    return float(mean_loss), lr, metrics
 
 
 def train(
@@ -887,6 +967,7 @@ def train(
     tokens_per_batch: int | Callable[[Any], int] | None = None,
     extra: Any = None,
     tokenizer: Any = None,
+    accumulate: int = 1,
 ) -> History:
     """Train with ``step`` over ``batches``; return the :class:`History`.
 
@@ -920,6 +1001,26 @@ def train(
     bfloat16 while the weights, their gradients and the optimizer stay in
     float32. bfloat16 keeps float32's exponent range, so no loss scaling is
     needed (unlike float16).
+
+    Gradient accumulation: with ``accumulate=K``, every batch is a
+    sequence of ``K`` micro-batches; ``step`` runs on each and the
+    gradients of their losses, each divided by ``K``, add up before one
+    optimizer step. When ``step`` returns a mean over equally sized
+    micro-batches, that step equals one step on the whole batch, with the
+    memory of one micro-batch. The recorded loss and metrics are the means
+    over the micro-batches.
+
+    Several processes (data parallel): when ``torch.distributed`` has an
+    initialized process group (``torchrun``) and ``model`` is wrapped in
+    ``DistributedDataParallel``, every process runs this loop on its own
+    share of each batch and DDP averages the gradients. The recorded loss
+    and metrics are averaged over the processes (so they describe the
+    whole global batch), only rank 0 shows progress and writes the
+    checkpoint and tokenizer, and the checkpoint holds the unwrapped
+    model's weights, so it loads into a plain model and resumes with any
+    number of processes. With ``accumulate``, DDP synchronizes the
+    gradients only on the last micro-batch (``no_sync``). ``eval_fn`` runs
+    on every process.
 
     Args:
         step: ``step(batch)`` returns the scalar loss, or ``(loss,
@@ -962,6 +1063,9 @@ def train(
         tokenizer: a tokenizer to save beside the checkpoint, at
             :func:`tokenizer_path` ``(checkpoint)``, when the first
             checkpoint is written.
+        accumulate: micro-batches per optimizer step (see above); each
+            batch is then a sequence of that many micro-batches, and
+            ``tokens_per_batch`` counts the tokens of all of them.
 
     Returns:
         The history; after a resume it also holds the steps before it.
@@ -970,8 +1074,9 @@ def train(
         TypeError: if an argument has the wrong type, or ``step`` returns
             something other than a floating scalar and metrics.
         ValueError: if a count is not positive, ``checkpoint`` is given
-            without ``model``, an epoch yields no batch, or ``resume`` does
-            not match the batches.
+            without ``model``, an epoch yields no batch, ``resume`` does
+            not match the batches, or with ``accumulate`` a batch is not a
+            sequence of that many micro-batches.
     """
     if not callable(step):
         raise TypeError(f"step must be callable, got {type(step).__name__}")
@@ -1016,6 +1121,8 @@ def train(
         )
     if tokens_per_batch is not None and not callable(tokens_per_batch):
         tokens_per_batch = check_int("tokens_per_batch", tokens_per_batch)
+    accumulate = check_int("accumulate", accumulate)
+    rank, _ = _distributed()
     if tokenizer is not None:
         if checkpoint is None:
             raise ValueError(
@@ -1026,8 +1133,11 @@ def train(
                 "tokenizer must have a save(path) method, got "
                 f"{type(tokenizer).__name__}"
             )
-    if extra is None and model is not None:
-        to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+    saved_model = None if model is None else _unwrap(model)
+    if extra is None and saved_model is not None:
+        to_dict = getattr(
+            getattr(saved_model, "config", None), "to_dict", None
+        )
         if callable(to_dict):
             extra = {"config": to_dict()}
     if parameters is None:
@@ -1045,9 +1155,12 @@ def train(
         total = max_steps if total is None else min(total, max_steps)
 
     def save() -> None:
-        assert checkpoint is not None and model is not None
+        assert checkpoint is not None and saved_model is not None
+        if rank != 0:  # one writer: the other ranks hold the same state
+            at.saved = (at.step, at.epoch)
+            return
         payload = _payload(
-            model=model,
+            model=saved_model,
             optimizer=optimizer,
             scheduler=scheduler,
             step=at.step,
@@ -1079,6 +1192,8 @@ def train(
         model.train()
     stopped = max_steps is not None and at.step >= max_steps
     disable = None if progress is None else not progress
+    if rank != 0:
+        disable = True
     with tqdm(
         total=total, initial=at.step, desc=description, disable=disable
     ) as bar:
@@ -1093,6 +1208,8 @@ def train(
                     params,
                     clip_grad_norm,
                     autocast_context,
+                    accumulate,
+                    model,
                 )
                 if tokens_per_batch is not None:
                     metrics["tokens_per_s"] = _throughput(
