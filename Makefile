@@ -20,9 +20,20 @@ TORCH_INDEX_URL ?=
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 CHECK_JSONSCHEMA := $(VENV)/.check-jsonschema-$(CHECK_JSONSCHEMA_VERSION)
 WORKFLOWS := .github/workflows/test.yml .github/workflows/book.yml
+# A folder of reference copies of the gpu preset's data (such as
+# ../shared/data): `make book BOOK_DATA=DIR` fills the data cache from it
+# first, each file checked (transformer_book.data.seed_cache). Empty: the
+# pages download what they need.
+BOOK_DATA ?=
+EXECUTE := $(PY) scripts/execute_pages.py \
+	$(if $(BOOK_DATA),--seed-data $(BOOK_DATA))
+# The release check: sdist and wheel built and checked, tools pinned here.
+BUILD_VERSION := 1.6.1
+TWINE_VERSION := 7.0.0
+DIST_TOOLS := $(VENV)/.dist-tools-$(BUILD_VERSION)-$(TWINE_VERSION)
 
 .PHONY: help install book book-strict execute test unit lint typecheck \
-	slow serve clean benchmark workflows
+	slow serve clean benchmark workflows smoke dist
 
 help:
 	@echo "make book       create .venv, install, execute and build the HTML"
@@ -30,6 +41,8 @@ help:
 	@echo "                clean build, build and browser checks"
 	@echo "make lint       ruff on src/, tests/, scripts/ and the pages' code"
 	@echo "make workflows  check .github/workflows against GitHub's schema"
+	@echo "make smoke      every page's gpu branch on this machine, capped"
+	@echo "make dist       build the sdist and wheel and check them"
 	@echo "make serve      serve $(BUILD)/html on http://127.0.0.1:$(PORT)"
 	@echo "make benchmark  time the package against PyTorch built-ins"
 	@echo "make clean      remove the build, caches and .venv"
@@ -49,16 +62,25 @@ $(STAMP): pyproject.toml
 # Pre-execute the pages in parallel (jupyter-cache's local-parallel
 # executor, one kernel per core) into the cache the build reads.
 execute: $(STAMP)
-	$(PY) scripts/execute_pages.py --hash-file $(SRC_HASH)
+	$(EXECUTE) --hash-file $(SRC_HASH)
 
+# Ends with the data each page used and the five slowest pages.
 book: execute
 	$(VENV)/bin/jupyter-book build . --path-output .
+	$(PY) scripts/execute_pages.py --report
 
 # What CI checks: a clean build, warnings as errors, nitpicky references.
 book-strict: $(STAMP)
 	rm -rf $(BUILD)
-	$(PY) scripts/execute_pages.py --hash-file $(SRC_HASH)
+	$(EXECUTE) --hash-file $(SRC_HASH)
 	$(VENV)/bin/jupyter-book build . --path-output . -n -W --keep-going
+	$(PY) scripts/execute_pages.py --report
+
+# Every page's gpu branch on this machine (BOOK_SMOKE=1), steps and data
+# capped by the pages, into _build/smoke, which no build reads: proves the
+# code paths run; its numbers are not published.
+smoke: $(STAMP)
+	$(EXECUTE) --smoke
 
 # ruff does not read MyST pages: lint_pages.py hands it their code cells.
 lint: $(STAMP)
@@ -87,11 +109,23 @@ unit: $(STAMP) $(CHECK_JSONSCHEMA)
 slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-test: lint workflows typecheck unit book-strict slow
+test: lint workflows typecheck unit dist book-strict slow
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "run 'make book' first"; exit 1; }
 	$(PYTHON) -m http.server --bind 127.0.0.1 --directory $(BUILD)/html $(PORT)
+
+$(DIST_TOOLS): $(STAMP)
+	$(PY) -m pip install --quiet build==$(BUILD_VERSION) \
+		twine==$(TWINE_VERSION)
+	touch $@
+
+# The sdist and the wheel, as a release would upload them.
+dist: $(DIST_TOOLS)
+	rm -rf $(BUILD)/dist
+	$(PY) -m build --outdir $(BUILD)/dist .
+	rm -rf build  # setuptools' scratch folder
+	$(VENV)/bin/twine check --strict $(BUILD)/dist/*
 
 benchmark: $(STAMP)
 	$(PY) benchmarks/attention.py
