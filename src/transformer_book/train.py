@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder for the checkpoint, tokenizer and history")
     add("--resume", action="store_true",
         help="continue from the checkpoint in --out")
+    add("--until", type=_positive_int, help=(
+        "stop after this step, as if interrupted (the schedule still spans "
+        "--steps); continue with --resume"))
     add("--checkpoint-every", type=_positive_int)
     add("--eval-every", type=_positive_int,
         help="also record val_loss every this many steps")
@@ -183,6 +186,10 @@ def _options(argv: Sequence[str] | None) -> argparse.Namespace:
     if not 0 <= args.warmup < args.steps:
         raise UsageError(
             f"--warmup must be in [0, --steps), got {args.warmup}"
+        )
+    if args.until is not None and args.until > args.steps:
+        raise UsageError(
+            f"--until={args.until} is past --steps={args.steps}"
         )
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out, the run's folder")
@@ -541,6 +548,16 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
             )
         except ValueError as error:
             raise UsageError(f"--resume: {error}") from error
+        # The schedule spans this run's --steps, which may differ from the
+        # interrupted run's (a longer run continues a shorter one).
+        schedule = training.WarmupCosine(
+            warmup_steps=args.warmup, total_steps=args.steps
+        )
+        scheduler.lr_lambdas = [schedule] * len(optimizer.param_groups)
+        for group, base in zip(
+            optimizer.param_groups, scheduler.base_lrs, strict=True
+        ):
+            group["lr"] = base * schedule(scheduler.last_epoch)
     wrapped: nn.Module = model
     if dist.initialized:
         wrapped = nn.parallel.DistributedDataParallel(
@@ -575,7 +592,8 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
 
     started = time.perf_counter()
     history = training.train(
-        step, batches, optimizer, max_steps=args.steps, scheduler=scheduler,
+        step, batches, optimizer, max_steps=args.until or args.steps,
+        scheduler=scheduler,
         clip_grad_norm=1.0, model=wrapped, checkpoint=checkpoint,
         checkpoint_every=args.checkpoint_every, resume=resume,
         progress=args.progress, description=args.task,

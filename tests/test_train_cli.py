@@ -1,0 +1,268 @@
+"""The command line `python -m transformer_book.train`, on one process.
+
+Tiny models on a tiny text file (or the number lists), a few steps each.
+The multi-process checks are in test_distributed.py (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_book import train as cli
+from transformer_book import training
+
+TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1",
+        "--threads", "1", "--device", "cpu", "--preset", "cpu",
+        "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "text.txt"
+    words = "the cat sat on the mat and the dog ate the hat. " * 60
+    path.write_text(words, encoding="utf-8")
+    return path
+
+
+def gpt_args(text_file: Path, *more: str) -> list[str]:
+    return ["gpt", "--data", str(text_file), "--block-size", "16",
+            "--batch-size", "8", *TINY, *more]
+
+
+def run(capsys, argv: list[str]) -> dict:
+    """Run main in this process; return its JSON line (the last one)."""
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    return json.loads(lines[-1])
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["model"]
+
+
+def assert_same_weights(a: Path, b: Path, atol: float = 0.0) -> None:
+    """Equal weights; to ``atol`` when the runs round differently.
+
+    A key bias shifts every score of a query by the same amount, which
+    softmax ignores: its gradient is zero but for rounding, and Adam
+    scales that noise up to a step of about the learning rate. So only an
+    exact comparison (``atol=0``) includes the key biases.
+    """
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        if atol and name.endswith("k_proj.bias"):
+            continue
+        torch.testing.assert_close(wa[name], wb[name], atol=atol, rtol=0.0,
+                                   msg=name)
+
+
+# -- bad input --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bert"], "invalid choice"),
+        (["gpt", "--steps", "0"], "--steps"),
+        (["gpt", "--batch-size", "many"], "--batch-size"),
+        (["gpt", "--dropout", "1.5"], "--dropout"),
+        (["gpt", "--lr", "-1"], "--lr"),
+        (["gpt", "--preset", "tpu"], "--preset"),
+    ],
+)
+def test_bad_options_get_argparse_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gpt", "--data", "no/such/file.txt"], "no such file"),
+        (["translate", "--data", "python-docs"], "must be 'numbers'"),
+        (["gpt", "--resume"], "--resume needs --out"),
+        (["gpt", "--steps", "5", "--until", "6"], "past --steps"),
+        (["gpt", "--d-model", "10", "--num-heads", "4"], "must divide"),
+    ],
+)
+def test_usage_errors_are_one_line(capsys, argv, message):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_indivisible_batch_is_one_line(capsys, text_file):
+    argv = gpt_args(text_file, "--steps", "1", "--batch-size", "6",
+                    "--accumulate", "4")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "divisible" in err and err.count("\n") == 1
+
+
+def test_resume_without_checkpoint_is_one_line(capsys, text_file, tmp_path):
+    argv = gpt_args(text_file, "--steps", "1", "--out", str(tmp_path),
+                    "--resume")
+    assert cli.main(argv) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_missing_data_path_from_the_shell():
+    process = subprocess.run(
+        [sys.executable, "-m", "transformer_book.train", "gpt", "--data",
+         "no/such/file.txt"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "BOOK_PRESET": "cpu"},
+    )
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        "train: error: --data no/such/file.txt: no such file (or use one "
+        "of python-docs, tiny-shakespeare)"
+    ]
+
+
+# -- a run ------------------------------------------------------------------
+
+
+def test_three_steps_print_the_json_line_last(tmp_path, text_file):
+    process = subprocess.run(
+        [sys.executable, "-m", "transformer_book.train",
+         *gpt_args(text_file, "--steps", "3", "--out", str(tmp_path))],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert process.returncode == 0, process.stderr
+    result = json.loads(process.stdout.strip().splitlines()[-1])
+    assert set(result) == {"step", "loss", "val_loss", "world_size",
+                           "seconds", "tokens_per_s"}
+    assert result["step"] == 3 and result["world_size"] == 1
+    assert result["loss"] > 0 and result["val_loss"] > 0
+    assert result["tokens_per_s"] > 0
+    # The checkpoint, its tokenizer and the history are in --out.
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert history["steps"] == [1, 2, 3]
+    assert history["losses"][-1] == result["loss"]
+    assert training.tokenizer_path(tmp_path / "gpt.pt").is_file()
+    from transformer_book.models import GPT
+
+    model = GPT.from_checkpoint(tmp_path / "gpt.pt")
+    assert model.config.d_model == 16
+
+
+@pytest.mark.parametrize("task", ["translate", "vit"])
+def test_other_tasks_run(capsys, task):
+    result = run(capsys, [task, "--steps", "2", "--batch-size", "4", *TINY,
+                          "--d-ff", "32"])
+    assert result["step"] == 2
+    assert result["loss"] > 0 and result["val_loss"] > 0
+
+
+# -- accumulation and resume --------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["gpt", "translate"])
+def test_accumulation_equals_one_step_on_the_whole_batch(
+    capsys, tmp_path, text_file, task
+):
+    """K micro-batches of B / K rows give the step of one batch of B."""
+    if task == "gpt":
+        base = gpt_args(text_file, "--steps", "3")
+    else:  # lists of different lengths: the token-weighted loss matters
+        base = ["translate", "--steps", "3", "--batch-size", "8", *TINY,
+                "--d-ff", "32"]
+    one = run(capsys, [*base, "--out", str(tmp_path / "one")])
+    four = run(capsys, [*base, "--accumulate", "4",
+                        "--out", str(tmp_path / "four")])
+    assert four["loss"] == pytest.approx(one["loss"], rel=1e-5)
+    assert four["val_loss"] == pytest.approx(one["val_loss"], rel=1e-5)
+    ckpt = f"{task}.pt"
+    assert_same_weights(tmp_path / "one" / ckpt, tmp_path / "four" / ckpt,
+                        atol=1e-5)
+
+
+def test_accumulation_differs_from_a_smaller_batch(capsys, text_file):
+    """The control: the first micro-batch alone gives another step."""
+    whole = run(capsys, gpt_args(text_file, "--steps", "2"))
+    part = run(capsys, gpt_args(text_file, "--steps", "2",
+                                "--batch-size", "2"))
+    assert whole["loss"] != pytest.approx(part["loss"], rel=1e-3)
+
+
+def test_an_interrupted_run_resumes_exactly(capsys, tmp_path, text_file):
+    straight = run(capsys, gpt_args(text_file, "--steps", "4", "--dropout",
+                                    "0.1", "--out", str(tmp_path / "a")))
+    first = run(capsys, gpt_args(text_file, "--steps", "4", "--until", "2",
+                                 "--dropout", "0.1",
+                                 "--out", str(tmp_path / "b")))
+    assert first["step"] == 2
+    resumed = run(capsys, gpt_args(text_file, "--steps", "4", "--dropout",
+                                   "0.1", "--out", str(tmp_path / "b"),
+                                   "--resume"))
+    assert resumed["step"] == 4
+    assert resumed["loss"] == straight["loss"]
+    history_a = json.loads((tmp_path / "a" / "history.json").read_text())
+    history_b = json.loads((tmp_path / "b" / "history.json").read_text())
+    assert history_a["losses"] == history_b["losses"]
+    assert history_a["lrs"] == history_b["lrs"]
+    assert_same_weights(tmp_path / "a" / "gpt.pt", tmp_path / "b" / "gpt.pt")
+
+
+def test_resume_of_another_config_is_one_line(capsys, tmp_path, text_file):
+    run(capsys, gpt_args(text_file, "--steps", "1", "--out", str(tmp_path)))
+    argv = gpt_args(text_file, "--steps", "2", "--out", str(tmp_path),
+                    "--resume", "--d-model", "32")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "different config" in err and "Traceback" not in err
+
+
+# -- training.train: accumulation as an API --------------------------------
+
+
+def test_train_accumulate_checks_micro_batches():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(batch):
+        return model(batch).pow(2).mean()
+
+    with pytest.raises(ValueError, match="sequence of 2 micro-batches"):
+        training.train(step, [[torch.ones(1, 2)]], optimizer, accumulate=2,
+                       progress=False)
+    with pytest.raises(ValueError, match="accumulate"):
+        training.train(step, [torch.ones(1, 2)], optimizer, accumulate=0)
+
+
+def test_train_accumulate_equals_the_whole_batch():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    results = []
+    for accumulate in (1, 4):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(batch, model=model):
+            inputs, targets = batch
+            return torch.nn.functional.mse_loss(model(inputs), targets)
+
+        if accumulate == 1:
+            batches = [(x, y)] * 3
+        else:
+            micro = list(zip(x.chunk(4), y.chunk(4), strict=True))
+            batches = [micro] * 3
+        history = training.train(step, batches, optimizer,
+                                 accumulate=accumulate, progress=False)
+        results.append((history.losses, model.weight.detach().clone()))
+    (losses_1, w_1), (losses_4, w_4) = results
+    assert losses_4 == pytest.approx(losses_1, rel=1e-6)
+    torch.testing.assert_close(w_4, w_1)
