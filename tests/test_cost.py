@@ -190,3 +190,39 @@ def test_loglog_slope_recovers_exponent():
     x = np.array([16, 32, 64, 128])
     assert loglog_slope(x, 3 * x**2.0) == pytest.approx(2.0)
     assert loglog_slope(list(x), list(0.5 * x)) == pytest.approx(1.0)
+
+
+# -- training memory per device ---------------------------------------------
+
+
+def test_training_memory_shards_what_each_strategy_shards():
+    from transformer_book.cost import training_memory
+
+    n, d = 1_000_000, 4
+    ddp = training_memory(n, d)
+    assert (ddp.parameters, ddp.gradients, ddp.optimizer) == (
+        4 * n, 4 * n, 8 * n)
+    assert ddp.total == 16 * n == training_memory(n).total
+    zero1 = training_memory(n, d, strategy="zero1")
+    assert (zero1.parameters, zero1.gradients, zero1.optimizer) == (
+        4 * n, 4 * n, 2 * n)
+    zero2 = training_memory(n, d, strategy="zero2")
+    assert (zero2.gradients, zero2.optimizer) == (n, 2 * n)
+    for strategy in ("fsdp", "tensor", "pipeline"):
+        assert training_memory(n, d, strategy=strategy).total == 4 * n
+    # Rounded up: no device holds less than its share.
+    assert training_memory(10, 3, strategy="fsdp").parameters == 14
+    mixed = training_memory(n, param_bytes=2, grad_bytes=2,
+                            optimizer_bytes=12)
+    assert mixed.total == 16 * n
+
+
+def test_training_memory_rejects_bad_arguments():
+    from transformer_book.cost import training_memory
+
+    with pytest.raises(ValueError, match="strategy"):
+        training_memory(10, 2, strategy="zero4")
+    with pytest.raises(ValueError, match="num_devices"):
+        training_memory(10, 0)
+    with pytest.raises(TypeError, match="num_parameters"):
+        training_memory(10.5)

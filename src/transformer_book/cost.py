@@ -22,15 +22,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import check_int
+from ._checks import check_choice, check_int
 
 __all__ = [
+    "PARALLEL_STRATEGIES",
     "AttentionFlops",
+    "TrainingMemory",
     "attention_flops",
     "loglog_slope",
     "lstm_flops",
     "peak_memory",
     "score_matrix_bytes",
+    "training_memory",
 ]
 
 _KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
@@ -316,3 +319,113 @@ def _positive_vector(name: str, values: Any) -> np.ndarray:
             f"{name} must be positive and finite (log scale), got {bad[0]}"
         )
     return array
+
+
+# --------------------------------------------------------------------------
+# Training memory per device under data, sharded, tensor and pipeline
+# parallelism
+# --------------------------------------------------------------------------
+
+#: The ways to spread training over devices that :func:`training_memory`
+#: knows, and which of the model states each one shards (``P`` parameters,
+#: ``G`` gradients, ``O`` optimizer states; the others are replicated).
+PARALLEL_STRATEGIES: dict[str, str] = {
+    "ddp": "",  # data parallel: a full replica on every device
+    "zero1": "O",  # ZeRO stage 1: optimizer states sharded
+    "zero2": "GO",  # ZeRO stage 2: and gradients
+    "fsdp": "PGO",  # ZeRO stage 3 / FSDP: everything sharded
+    "tensor": "PGO",  # each weight matrix split across the devices
+    "pipeline": "PGO",  # the layers split into consecutive stages
+}
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Bytes of model state that one device holds during training.
+
+    Attributes:
+        parameters: the weights.
+        gradients: one gradient per weight.
+        optimizer: the optimizer's states (AdamW: two moments per weight).
+    """
+
+    parameters: int
+    gradients: int
+    optimizer: int
+
+    @property
+    def total(self) -> int:
+        """All three together (activations not included)."""
+        return self.parameters + self.gradients + self.optimizer
+
+
+def training_memory(
+    num_parameters: int,
+    num_devices: int = 1,
+    *,
+    strategy: str = "ddp",
+    param_bytes: int = 4,
+    grad_bytes: int = 4,
+    optimizer_bytes: int = 8,
+) -> TrainingMemory:
+    """Model-state bytes per device for ``num_parameters`` on ``num_devices``.
+
+    Each parameter costs ``param_bytes`` for its value, ``grad_bytes`` for
+    its gradient and ``optimizer_bytes`` of optimizer state: 4 + 4 + 8 = 16
+    bytes for float32 training with AdamW, and also 16 for mixed precision
+    with bfloat16 weights and gradients (2 + 2) and float32 master weights
+    and moments (12) (Rajbhandari et al., 2020). Data parallelism
+    (``"ddp"``) keeps all of it on every device; ZeRO's stages shard the
+    optimizer states (``"zero1"``), then the gradients (``"zero2"``), then
+    the parameters too (``"fsdp"``, stage 3) across the devices, which
+    gather what they need just in time. Tensor and pipeline parallelism
+    split the model itself (each weight matrix, or the stack of layers),
+    so each device also holds ``1 / D`` of every state; the arithmetic
+    here is that ideal split (small replicated pieces such as LayerNorms
+    and rounding to whole layers are ignored). Activations depend on the
+    batch and the sequence length and are not counted.
+
+    Args:
+        num_parameters: the model's parameter count ``N``.
+        num_devices: the number of devices ``D``.
+        strategy: one of :data:`PARALLEL_STRATEGIES`.
+        param_bytes: bytes per parameter value.
+        grad_bytes: bytes per gradient value.
+        optimizer_bytes: bytes of optimizer state per parameter.
+
+    Returns:
+        The bytes each device holds; a sharded state is divided by ``D``
+        and rounded up.
+
+    Raises:
+        TypeError: if a count is not an int.
+        ValueError: if a count is below 1 (bytes below 0) or ``strategy``
+            is unknown.
+
+    Example:
+        >>> memory = training_memory(1_000_000_000, 8, strategy="fsdp")
+        >>> memory.total / 1e9
+        2.0
+        >>> training_memory(1_000_000_000, 8).total / 1e9
+        16.0
+    """
+    num_parameters = check_int("num_parameters", num_parameters)
+    num_devices = check_int("num_devices", num_devices)
+    sharded = PARALLEL_STRATEGIES[
+        check_choice("strategy", strategy, tuple(PARALLEL_STRATEGIES))
+    ]
+    sizes = {
+        "P": check_int("param_bytes", param_bytes, minimum=0),
+        "G": check_int("grad_bytes", grad_bytes, minimum=0),
+        "O": check_int("optimizer_bytes", optimizer_bytes, minimum=0),
+    }
+
+    def per_device(state: str) -> int:
+        full = num_parameters * sizes[state]
+        return -(-full // num_devices) if state in sharded else full
+
+    return TrainingMemory(
+        parameters=per_device("P"),
+        gradients=per_device("G"),
+        optimizer=per_device("O"),
+    )
