@@ -70,6 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["cpu", "cuda"],
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop after this many optimizer steps (a smoke test)",
+    )
     for name, value in BOOK.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=type(value), default=None)
@@ -120,7 +126,11 @@ def accuracy(model: ViT, images: Tensor, labels: Tensor) -> float:
 
 
 def run(
-    recipe: dict[str, Any], splits: Any, device: torch.device, seed: int
+    recipe: dict[str, Any],
+    splits: Any,
+    device: torch.device,
+    seed: int,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Train one recipe; return the JSON fields."""
     (train_x, train_y), (test_x, test_y) = splits
@@ -173,7 +183,8 @@ def run(
     start = time.perf_counter()
     train(
         step, batches, optimizer, epochs=recipe["epochs"],
-        scheduler=scheduler, model=model, progress=False,
+        max_steps=max_steps, scheduler=scheduler, model=model,
+        progress=False,
     )
     test_accuracy = accuracy(model, test_x, test_y)
     if device.type == "cuda":
@@ -198,9 +209,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             recipe[name] = value
     reference = None
     if args.with_reference and not args.reference:
-        reference = run(REFERENCE, splits, device, args.seed)
+        reference = run(
+            REFERENCE, splits, device, args.seed, args.max_steps
+        )
         print(json.dumps({"reference": reference}), file=sys.stderr)
-    result = run(recipe, splits, device, args.seed)
+    result = run(recipe, splits, device, args.seed, args.max_steps)
     if reference is not None:
         result["reference_seconds"] = reference["seconds"]
         result["reference_test_accuracy"] = reference["test_accuracy"]

@@ -1,0 +1,73 @@
+"""Smoke tests of benchmarks/vit_mnist.py: both data sets, a few steps.
+
+The full runs (minutes on a CPU) are reported, not tested; these check that
+the script's code paths, the ``gpu`` preset's Fashion-MNIST included, run
+end to end and print the JSON line the issue asks for.
+"""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transformer_book import data
+
+ROOT = Path(__file__).resolve().parents[1]
+FASHION = ROOT.parent / "shared" / "data" / "fashion-mnist"
+TINY = ["--d-model", "16", "--num-layers", "1", "--d-ff", "32",
+        "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    path = ROOT / "benchmarks" / "vit_mnist.py"
+    spec = importlib.util.spec_from_file_location("vit_mnist", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _last_json(capsys):
+    lines = capsys.readouterr().out.strip().splitlines()
+    return json.loads(lines[-1])
+
+
+def test_mnist_5k_prints_the_json_line(benchmark, capsys):
+    result = benchmark.main([*TINY, "--max-steps", "3", "--with-reference"])
+    printed = _last_json(capsys)
+    assert printed == result
+    assert set(printed) >= {"test_accuracy", "seconds", "params",
+                            "time_ratio", "reference_seconds"}
+    assert printed["data"] == "mnist-5k"
+    assert 0.0 <= printed["test_accuracy"] <= 1.0
+    assert printed["params"] > 0 and printed["seconds"] > 0
+
+
+def test_recipes_are_the_issue_s_reference_and_a_vit(benchmark):
+    reference = benchmark.REFERENCE
+    assert (reference["patch_size"], reference["d_model"],
+            reference["num_layers"], reference["num_heads"],
+            reference["d_ff"]) == (7, 64, 4, 4, 128)
+    assert (reference["epochs"], reference["batch_size"]) == (30, 128)
+    assert set(benchmark.BOOK) == set(reference)
+
+
+def test_fashion_mnist_path_runs_on_cpu(benchmark, capsys, tmp_path,
+                                         monkeypatch):
+    """The ``--data fashion-mnist`` run (60,000 images), a few steps."""
+    if not FASHION.is_dir():
+        pytest.skip("no reference copy of Fashion-MNIST here")
+    cache = tmp_path / "cache"
+    (cache / "fashion-mnist").mkdir(parents=True)
+    for gz in FASHION.glob("*.gz"):  # the ".gz copied by hand" source
+        shutil.copy(gz, cache / "fashion-mnist" / gz.name)
+    monkeypatch.setenv(data.CACHE_ENV_VAR, str(cache))
+    monkeypatch.setattr(data, "FASHION_MNIST_DEBIAN_DIR",
+                        tmp_path / "no-debian")
+    result = benchmark.main([*TINY, "--data", "fashion-mnist",
+                             "--max-steps", "2", "--epochs", "1"])
+    assert _last_json(capsys) == result
+    assert result["data"] == "fashion-mnist"
+    assert 0.0 <= result["test_accuracy"] <= 1.0
