@@ -20,11 +20,12 @@ TORCH_INDEX_URL ?=
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 CHECK_JSONSCHEMA := $(VENV)/.check-jsonschema-$(CHECK_JSONSCHEMA_VERSION)
 WORKFLOWS := .github/workflows/test.yml .github/workflows/book.yml
-# A folder of reference copies of the gpu preset's data (such as
-# ../shared/data): `make book BOOK_DATA=DIR` fills the data cache from it
-# first, each file checked (transformer_book.data.seed_cache). Empty: the
-# pages download what they need.
-BOOK_DATA ?=
+# A folder of reference copies of the gpu preset's data: `make book
+# BOOK_DATA=DIR` fills the data cache from it first, each file checked
+# (transformer_book.data.seed_cache). By default ../shared/data when that
+# folder exists (the development machines, which have no network); empty
+# (elsewhere, CI): the pages download what they need.
+BOOK_DATA ?= $(wildcard ../shared/data)
 EXECUTE := $(PY) scripts/execute_pages.py \
 	$(if $(BOOK_DATA),--seed-data $(BOOK_DATA))
 # The release check: sdist and wheel built and checked, tools pinned here.
@@ -109,7 +110,7 @@ unit: $(STAMP) $(CHECK_JSONSCHEMA)
 slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-test: lint workflows typecheck unit dist book-strict slow
+test: lint workflows typecheck unit dist book-strict smoke slow
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "run 'make book' first"; exit 1; }
