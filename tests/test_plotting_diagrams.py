@@ -535,3 +535,49 @@ def test_patches_draws_on_given_axes_without_touching_rc():
     assert drawn is ax
     assert ax.get_title() == "t" and not ax.axison
     assert dict(mpl.rcParams) == before
+
+
+# -- draw_data_parallel ------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_devices", [1, 2, 4])
+def test_data_parallel_has_a_shard_and_replica_per_device(num_devices):
+    ax = diagrams.draw_data_parallel(num_devices, batch_size=8)
+    for d in range(num_devices):
+        assert len(_tagged(ax, f"shard-{d}")) == 1
+        assert len(_tagged(ax, f"replica-{d}")) == 1
+    assert not _tagged(ax, f"shard-{num_devices}")
+    assert len(_tagged(ax, "all-reduce")) == 1
+    texts = _texts(ax)
+    assert texts.count(f"{8 // num_devices} rows") == num_devices
+    assert ax.get_figure().get_size_inches()[0] <= 7.0
+    assert not _overlapping_texts(ax)
+    # The shards tile the batch: disjoint, side by side, equal widths.
+    shards = [_tagged(ax, f"shard-{d}")[0] for d in range(num_devices)]
+    widths = {round(s.get_width(), 9) for s in shards}
+    assert len(widths) == 1
+    for left, right in itertools.pairwise(shards):
+        assert right.get_x() == pytest.approx(left.get_x() + left.get_width())
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((0,), ValueError, "num_devices"),
+        ((5,), ValueError, "num_devices"),
+        ((2.0,), TypeError, "num_devices"),
+        ((3,), ValueError, "multiple of num_devices=3"),
+    ],
+)
+def test_data_parallel_rejects_bad_counts(args, error, match):
+    with pytest.raises(error, match=match):
+        diagrams.draw_data_parallel(*args, batch_size=8)
+
+
+def test_data_parallel_draws_on_given_axes_without_touching_rc():
+    before = dict(mpl.rcParams)
+    _, ax = plt.subplots()
+    assert diagrams.draw_data_parallel(ax=ax, title="t") is ax
+    assert ax.get_title() == "t" and not ax.axison
+    assert dict(mpl.rcParams) == before
+    assert plotting.draw_data_parallel is diagrams.draw_data_parallel

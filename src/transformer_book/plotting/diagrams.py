@@ -33,6 +33,7 @@ from ._style import PALETTE, as_array, get_axes, styled
 __all__ = [
     "draw_attention_kinds",
     "draw_cross_attention",
+    "draw_data_parallel",
     "draw_gru_cell",
     "draw_heads_split_merge",
     "draw_lstm_cell",
@@ -2000,4 +2001,99 @@ def draw_patches(
         f"a sequence of {count} tokens, each {patch_size} × {patch_size}"
         f" × {channels} = {values} values",
     )
+    return _finish(ax, layout, xlim, ylim, title)
+
+
+@styled
+def draw_data_parallel(
+    num_devices: int = 2,
+    *,
+    batch_size: int | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    r"""Draw one step of data-parallel training on ``num_devices`` devices.
+
+    The global batch of :math:`B` rows is cut into :math:`D` disjoint
+    shards, one per device. Every device holds a replica of the model
+    with the same weights, computes the loss and its gradients
+    :math:`g_d` on its own :math:`B / D` rows, and an all-reduce replaces
+    every :math:`g_d` by the mean :math:`\bar g = \frac{1}{D} \sum_d g_d`,
+    the gradient of the mean loss over the whole batch. Each device then
+    takes the same optimizer step, so the replicas stay identical (what
+    ``DistributedDataParallel`` does, Li et al., 2020).
+
+    Args:
+        num_devices: the number of devices :math:`D`, 1 to 4.
+        batch_size: the global batch :math:`B` to print in the labels (a
+            multiple of ``num_devices``); the symbol :math:`B` when
+            ``None``.
+        ax: axes to draw on; a new figure when ``None``.
+        title: optional axes title.
+
+    Returns:
+        The axes drawn on; the shards are patches with the ``gid``
+        ``"shard-<d>"``, the replicas ``"replica-<d>"``.
+
+    Raises:
+        TypeError: if a count is not an int.
+        ValueError: if ``num_devices`` is out of range or ``batch_size``
+            is not a positive multiple of it.
+    """
+    devices = _check_count("num_devices", num_devices, 4)
+    if batch_size is None:
+        rows, share = "$B$", "$B/D$" if devices > 1 else "$B$"
+    else:
+        batch_size = check_int("batch_size", batch_size)
+        if batch_size % devices:
+            raise ValueError(
+                f"batch_size={batch_size} must be a multiple of "
+                f"num_devices={devices}"
+            )
+        rows, share = f"{batch_size}", f"{batch_size // devices}"
+    col = 2.3  # width of one device's column
+    width = max(devices, 2) * col  # one device: room for the labels
+    xs = [width / 2 + (d - (devices - 1) / 2) * col for d in range(devices)]
+    y_batch, y_model, y_grad, y_reduce, y_step = 5.2, 3.85, 2.75, 1.65, 0.55
+    xlim = (-0.25, width + 0.25)
+    ylim = (-0.05, y_batch + 0.75)
+    ax, layout = _new_axes(ax, xlim, ylim, 0.95)
+
+    # The global batch, one coloured shard per device.
+    shard_w = (width - 0.5) / devices
+    for d in range(devices):
+        left = 0.25 + d * shard_w
+        colour = _HEADS[d % len(_HEADS)]
+        _rect(ax, left + shard_w / 2, y_batch, f"{share} rows", w=shard_w,
+              h=0.5, color=colour, size=9, gid=f"shard-{d}")
+        _path(ax, [(left + shard_w / 2, y_batch - 0.25),
+                   (xs[d], y_model + 0.42)])
+    _note(ax, width / 2, y_batch + 0.48,
+          f"global batch of {rows} rows, cut into {devices} disjoint "
+          f"shard{'s' if devices > 1 else ''}", color=_LINE, size=9)
+
+    for d, x in enumerate(xs):
+        colour = _HEADS[d % len(_HEADS)]
+        _rect(ax, x, y_model, f"device {d}\nmodel replica", w=1.8, h=0.8,
+              color=_PARAM, size=9, gid=f"replica-{d}")
+        _path(ax, [(x, y_model - 0.4), (x, y_grad + 0.27)])
+        _rect(ax, x, y_grad, f"loss, backward: $g_{{{d}}}$", w=1.8,
+              h=0.5, color=colour, size=9)
+        _path(ax, [(x, y_grad - 0.25), (x, y_reduce + 0.3)])
+        _path(ax, [(x, y_reduce - 0.3), (x, y_step + 0.27)])
+        _rect(ax, x, y_step, "optimizer step", w=1.8, h=0.5,
+              color=_FUNC, size=9)
+
+    # One all-reduce across every device.
+    terms = " + ".join(f"g_{{{d}}}" for d in range(devices))
+    label = (
+        f"all-reduce: every device gets $\\bar g = ({terms}) / {devices}$"
+        if devices > 1
+        else r"one device: $\bar g = g_0$"
+    )
+    _rect(ax, width / 2, y_reduce, label, w=width - 0.3, h=0.6,
+          color=_TENSOR, size=9, gid="all-reduce")
+    _note(ax, width / 2, y_step - 0.45,
+          "the same update everywhere: the replicas stay identical",
+          size=8.5)
     return _finish(ax, layout, xlim, ylim, title)
