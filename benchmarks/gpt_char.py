@@ -111,19 +111,22 @@ RECIPES: dict[str, Recipe] = {
         max_steps=2000,
         eval_every=250,
     ),
-    # The book's recipe; see the README's benchmark table.
+    # The book's recipe: nanoGPT's block and batch, one layer fewer (a
+    # quarter less arithmetic per step and per evaluation), twice the
+    # learning rate with half the warmup, and a cosine that ends at step
+    # 1,500 instead of 2,000; then it holds the minimum rate.
     "book": Recipe(
         d_model=128,
         num_heads=4,
-        num_layers=4,
-        block_size=128,
-        batch_size=16,
-        lr=3e-3,
-        min_lr=3e-4,
+        num_layers=3,
+        block_size=64,
+        batch_size=12,
+        lr=2e-3,
+        min_lr=2e-4,
         warmup_steps=50,
-        decay_steps=1000,
-        max_steps=1500,
-        eval_every=100,
+        decay_steps=1500,
+        max_steps=2000,
+        eval_every=250,
     ),
 }
 
