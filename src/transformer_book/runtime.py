@@ -168,7 +168,7 @@ def smoke_sizes(sizes: Mapping[str, Any], **smoke_values: Any) -> dict:
             not only in smoke runs.
 
     Returns:
-        A new dict: ``sizes`` updated with ``smoke_values`` when
+        A new dict, ``sizes`` updated with ``smoke_values`` when
         :func:`smoke` is true, else a copy of ``sizes``.
 
     Raises:
