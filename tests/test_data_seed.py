@@ -174,3 +174,57 @@ def test_logged_functions_keep_their_name_and_docstring():
     assert data.fashion_mnist.__name__ == "fashion_mnist"
     assert "Fashion-MNIST" in data.fashion_mnist.__doc__
     assert data.fashion_mnist.__wrapped__.__module__ == data.__name__
+
+
+def load_execute_pages():
+    import importlib.util
+
+    script = ROOT / "scripts" / "execute_pages.py"
+    spec = importlib.util.spec_from_file_location("execute_pages", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def text_book(tmp_path, monkeypatch):
+    """A book of one page without code: nothing to execute."""
+    root = tmp_path / "book-root"
+    (root / "book").mkdir(parents=True)
+    (root / "book" / "page.md").write_text("# A page\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    monkeypatch.delenv("BOOK_PRESET", raising=False)
+    monkeypatch.delenv("BOOK_SMOKE", raising=False)
+    return root
+
+
+def test_make_book_seeds_the_cache_before_executing(
+    reference, text_book, tmp_path, monkeypatch, capsys
+):
+    """`make book BOOK_DATA=DIR`: execute_pages.py --seed-data DIR."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(data.CACHE_ENV_VAR, str(cache))
+    monkeypatch.setattr("sys.argv", [
+        "execute_pages.py", "--root", str(text_book),
+        "--seed-data", str(reference),
+    ])
+    assert load_execute_pages().main() == 0
+    out = capsys.readouterr().out
+    assert f"seeded from {reference}: 3 copied, 0 cached, 1 absent" in out
+    assert (cache / "tinyshakespeare.txt").read_bytes() == TEXT
+
+
+def test_a_bad_reference_folder_stops_before_any_page(
+    reference, text_book, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv(data.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    (reference / "tinyshakespeare.txt").write_bytes(b"corrupt")
+    monkeypatch.setattr("sys.argv", [
+        "execute_pages.py", "--root", str(text_book),
+        "--seed-data", str(reference),
+    ])
+    assert load_execute_pages().main() == 2
+    assert "cannot seed the data cache: checksum mismatch" in (
+        capsys.readouterr().err)
+    assert not (text_book / "_build" / ".jupyter_cache").exists()
