@@ -344,16 +344,8 @@ def main() -> int:
 
     from jupyter_cache import get_cache
 
-    from transformer_book import data
-    from transformer_book.runtime import SMOKE_ENV_VAR
-    from transformer_book.runtime import preset as book_preset
-    from transformer_book.runtime import smoke as book_smoke
-
     root = args.root.resolve()
-    build = root / "_build"
-    if args.smoke:
-        build = build / "smoke"
-        os.environ[SMOKE_ENV_VAR] = "1"
+    build = root / "_build" / "smoke" if args.smoke else root / "_build"
     hash_file = args.hash_file or root / "_build" / ".package-hash"
     cache_path = build / ".jupyter_cache"
     use_file = build / "data-use.json"
@@ -368,6 +360,14 @@ def main() -> int:
                      if use_file.exists() else {}, page_names()))
         return 0
 
+    # After the report, which does without torch.
+    from transformer_book import data
+    from transformer_book.runtime import SMOKE_ENV_VAR
+    from transformer_book.runtime import preset as book_preset
+    from transformer_book.runtime import smoke as book_smoke
+
+    if args.smoke:
+        os.environ[SMOKE_ENV_VAR] = "1"
     try:
         preset = book_preset()
         smoke = book_smoke()
