@@ -231,12 +231,15 @@ class _Dist:
 def _setup_distributed(args: argparse.Namespace) -> _Dist:
     """Join the process group when a launcher set ``RANK``/``WORLD_SIZE``."""
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if args.device is not None:
         device = torch.device(args.device)
     elif launched and torch.cuda.is_available():
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        device = torch.device("cuda")
     else:
         device = runtime.device()
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", local_rank)  # one GPU per process
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not launched:
