@@ -47,8 +47,8 @@ from transformer_book.tokenization import WordTokenizer
 
 #: The page's transformer recipe (cpu preset).
 TRANSFORMER = dict(
-    d_model=64, num_heads=4, layers=2, d_ff=128, batch_size=64,
-    max_steps=800, lr=3e-3, warmup=50, label_smoothing=0.1,
+    d_model=64, num_heads=4, layers=3, d_ff=128, batch_size=64,
+    max_steps=1_000, lr=2e-3, warmup=60, label_smoothing=0.1,
 )
 #: Part I's RNN recipe.
 RNN = dict(embed_size=32, hidden_size=64, batch_size=128, max_steps=400,
