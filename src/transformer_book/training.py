@@ -1020,7 +1020,10 @@ def train(
     model's weights, so it loads into a plain model and resumes with any
     number of processes. With ``accumulate``, DDP synchronizes the
     gradients only on the last micro-batch (``no_sync``). ``eval_fn`` runs
-    on every process.
+    on every process. A resumed run on several processes reseeds each
+    rank's global generator from the restored state and its rank (the
+    checkpoint holds rank 0's states only), so that ranks keep drawing
+    different dropout masks; with one process a resume is exact.
 
     Args:
         step: ``step(batch)`` returns the scalar loss, or ``(loss,
@@ -1122,7 +1125,7 @@ def train(
     if tokens_per_batch is not None and not callable(tokens_per_batch):
         tokens_per_batch = check_int("tokens_per_batch", tokens_per_batch)
     accumulate = check_int("accumulate", accumulate)
-    rank, _ = _distributed()
+    rank, world_size = _distributed()
     if tokenizer is not None:
         if checkpoint is None:
             raise ValueError(
@@ -1148,6 +1151,11 @@ def train(
     history, at = History(), _Position()
     if resume is not None:
         history, at = _resume(resume, generators)
+        if world_size > 1:
+            # The checkpoint holds one set of generator states (rank 0's):
+            # give every rank its own dropout stream again.
+            draw = int(torch.randint(0, 2**62, (1,)).item())
+            torch.manual_seed(draw + rank)
     total = None
     if not callable(batches) and isinstance(batches, Sized):
         total = (epochs or 0) * len(batches) or None
