@@ -1061,7 +1061,7 @@ def train(
             time of that step, including ``step``'s forward pass).
         extra: plain data saved in the checkpoints under ``"extra"``; by
             default ``{"config": model.config.to_dict()}`` when the model
-            has such a config (as :class:`~transformer_book.models.GPT`
+            has such a config (as :class:`~transformer_book.models.gpt.GPT`
             does), so that ``GPT.from_checkpoint(path)`` rebuilds it.
         tokenizer: a tokenizer to save beside the checkpoint, at
             :func:`tokenizer_path` ``(checkpoint)``, when the first
