@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         optimizer: torch.optim.Optimizer = torch.optim.AdamW(
             model.parameters(), lr=recipe["lr"], betas=(0.9, 0.98)
         )
-        warmup = recipe["warmup"]
+        warmup = min(recipe["warmup"], steps - 1)  # short runs: less
     else:
         optimizer = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
         warmup = 0
@@ -249,6 +249,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    for name in ("threads", "eval_every", "max_steps", "batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise SystemExit(
+                f"--{name.replace('_', '-')} must be at least 1, got {value}"
+            )
     torch.set_num_threads(args.threads)
     result = run(args)
     print(json.dumps(result))
