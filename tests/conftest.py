@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -27,3 +30,30 @@ def no_preset_env(monkeypatch):
     """Remove BOOK_PRESET so the default preset logic applies."""
     monkeypatch.delenv("BOOK_PRESET", raising=False)
     return os.environ
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """Import a script of ``benchmarks/`` by name, as a module.
+
+    The module is registered in ``sys.modules`` while the session runs
+    (dataclasses read their annotations through it) and removed after.
+    """
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    names = []
+
+    def load(name: str):
+        module_name = f"benchmarks_{name}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(
+            module_name, folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        names.append(module_name)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for module_name in names:
+        sys.modules.pop(module_name, None)

@@ -7,10 +7,7 @@ first evaluation at or below the target. No timing is asserted.
 """
 
 import dataclasses
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,20 +15,12 @@ import torch.nn.functional as F
 
 from transformer_book.models import GPT, GPTConfig
 
-ROOT = Path(__file__).resolve().parents[1]
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40
 
 
 @pytest.fixture(scope="module")
-def bench():
-    path = ROOT / "benchmarks" / "gpt_char.py"
-    spec = importlib.util.spec_from_file_location("gpt_char", path)
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclass reads its annotations through sys.modules.
-    sys.modules["gpt_char"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("gpt_char", None)
+def bench(load_benchmark):
+    return load_benchmark("gpt_char")
 
 
 def _tiny(bench, **fields):

@@ -1,20 +1,13 @@
 """benchmarks/layer_norm.py runs and reports every path; no timing asserted."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "layer_norm.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("layer_norm_bench", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("layer_norm")
 
 
 def test_reports_each_path_as_one_json_line(bench, capsys):

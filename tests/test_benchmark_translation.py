@@ -5,11 +5,9 @@ not tested; these run a few steps. No timing is asserted.
 """
 
 import ast
-import importlib.util
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +17,8 @@ PAGE = ROOT / "book" / "implementation" / "translation.md"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    path = ROOT / "benchmarks" / "translation.py"
-    spec = importlib.util.spec_from_file_location("translation_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["translation_bench"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("translation_bench", None)
+def bench(load_benchmark):
+    return load_benchmark("translation")
 
 
 def _page_cpu_sizes() -> dict:

@@ -5,7 +5,6 @@ the script's code paths, the ``gpu`` preset's Fashion-MNIST included, run
 end to end and print the JSON line the issue asks for.
 """
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -21,12 +20,8 @@ TINY = ["--d-model", "16", "--num-layers", "1", "--d-ff", "32",
 
 
 @pytest.fixture(scope="module")
-def benchmark():
-    path = ROOT / "benchmarks" / "vit_mnist.py"
-    spec = importlib.util.spec_from_file_location("vit_mnist", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def benchmark(load_benchmark):
+    return load_benchmark("vit_mnist")
 
 
 def _last_json(capsys):
