@@ -207,6 +207,35 @@ def test_rope_agrees_with_complex_reference(shape):
     )
 
 
+def test_rope_takes_strided_and_half_precision_input():
+    # Queries arrive as a transposed view (B, T, H, D) -> (B, H, T, D);
+    # a slice can start at an odd element or step through the features.
+    base = torch.randn(2, 7, 3, 17, dtype=F64)
+    views = [
+        base[..., :16].transpose(1, 2),  # transposed, contiguous rows
+        base[..., 1:17],  # starts at an odd element
+        base[..., :16].transpose(-1, -2).contiguous().transpose(-1, -2),
+        base[..., ::2][..., :8],  # every other feature
+    ]
+    for x in views:
+        positions = torch.arange(x.shape[-2], dtype=F64) + 5
+        expected = _complex_rope(x.contiguous(), positions)
+        torch.testing.assert_close(apply_rotary(x, offset=5), expected)
+    for dtype, tol in [(torch.float16, 2e-3), (torch.bfloat16, 2e-2),
+                       (torch.float32, 1e-6)]:
+        x = base[..., :16].transpose(1, 2).to(dtype)
+        out = apply_rotary(x, offset=5)
+        assert out.dtype == dtype and out.shape == x.shape
+        ref = _complex_rope(x.to(F64), torch.arange(7, dtype=F64) + 5)
+        assert (out.to(F64) - ref).abs().max().item() < tol * 8
+
+
+def test_rope_gradients_pass_the_gradient_check():
+    x = torch.randn(2, 9, 3, 8, dtype=F64).transpose(1, 2)
+    x.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: apply_rotary(t, offset=3), x)
+
+
 def test_rope_scores_depend_only_on_the_offset():
     q = torch.randn(2, 4, 9, 16, dtype=F64)
     k = torch.randn(2, 4, 9, 16, dtype=F64)

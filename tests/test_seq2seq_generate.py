@@ -58,8 +58,9 @@ def _trim(row: list[int]) -> list[int]:
 # --------------------------------------------------------------------------
 
 
-def test_cached_decoding_gives_the_logits_of_the_full_pass():
-    model = _model()
+@pytest.mark.parametrize("rotary", [False, True])
+def test_cached_decoding_gives_the_logits_of_the_full_pass(rotary):
+    model = _model(rotary=rotary)
     src = _sources()
     g = torch.Generator().manual_seed(2)
     tgt = torch.randint(3, 9, (3, 7), generator=g)
@@ -114,13 +115,37 @@ def test_decode_rejects_a_bad_cache():
             model.decode(tgt, memory, src_keep, cache=cache)
 
 
+def test_rotary_rotates_every_self_attention_and_no_cross_attention():
+    model = _model(rotary=True)
+    layers = [*model.transformer.encoder.layers,
+              *model.transformer.decoder.layers]
+    rotaries = {id(layer.self_attn.rotary) for layer in layers}
+    assert None not in {layer.self_attn.rotary for layer in layers}
+    assert len(rotaries) == 1  # one module, shared
+    assert all(layer.cross_attn.rotary is None
+               for layer in model.transformer.decoder.layers)
+    plain = _model()
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for p in plain.parameters())
+    # Same seed, same weights: only the rotation changes the logits.
+    src = _sources()
+    tgt = torch.tensor([[BOS, 3, 4, 5]] * 3)
+    with torch.no_grad():
+        assert not torch.allclose(model(src, tgt), plain(src, tgt))
+        # Without the shared module the two models are the same function.
+        for layer in layers:
+            layer.self_attn.rotary = None
+        torch.testing.assert_close(model(src, tgt), plain(src, tgt))
+
+
 # --------------------------------------------------------------------------
 # generate and beam_search
 # --------------------------------------------------------------------------
 
 
-def test_cached_greedy_equals_uncached_greedy():
-    model = _model()
+@pytest.mark.parametrize("rotary", [False, True])
+def test_cached_greedy_equals_uncached_greedy(rotary):
+    model = _model(rotary=rotary)
     src = _sources()
     cached = model.generate(src, 12, bos_id=BOS, eos_id=EOS)
     uncached = model.generate(src, 12, bos_id=BOS, eos_id=EOS,
@@ -160,8 +185,9 @@ def test_beam_width_one_equals_greedy():
             assert tokens.tolist() == _trim(greedy[i].tolist())
 
 
-def test_cached_beam_search_equals_uncached_and_the_search_itself():
-    model = _model()
+@pytest.mark.parametrize("rotary", [False, True])
+def test_cached_beam_search_equals_uncached_and_the_search_itself(rotary):
+    model = _model(rotary=rotary)
     src = _sources()
     for i in range(3):
         row = src[i][src[i] != PAD]

@@ -1139,6 +1139,10 @@ _TRANSFORMER_ARGS = _args(
     "num_decoder_layers: number of decoder layers.",
     "d_ff: hidden width of the feed-forward networks.",
     _BLOCK_ARGS,
+    "rotary: ``None``, or one rotary embedding of ``head_dim`` shared by\n"
+    "    the self-attention of every encoder and decoder layer (the\n"
+    "    cross-attention never rotates: source and target positions are\n"
+    "    not comparable). ``nn.Transformer`` has no such option.",
     _FACTORY_ARGS,
 )
 
@@ -1182,6 +1186,7 @@ class Transformer(nn.Module):
         norm_first: bool = False,
         bias: bool = True,
         eps: float = 1e-5,
+        rotary: nn.Module | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -1196,6 +1201,7 @@ class Transformer(nn.Module):
             "bias": bias,
             "eps": eps,
             "final_norm": True,
+            "rotary": rotary,
             "device": device,
             "dtype": dtype,
         }

@@ -3,7 +3,8 @@
 :class:`~transformer_book.layers.Transformer` is the bare stack (the twin of
 ``nn.Transformer``): it takes embedded sequences and the masks its caller
 built. :class:`Seq2SeqTransformer` is the whole model: token embeddings
-scaled by :math:`\\sqrt{d_{\\text{model}}}`, sinusoidal positions, the stack,
+scaled by :math:`\\sqrt{d_{\\text{model}}}`, sinusoidal positions (and, with
+``rotary=True``, rotary ones inside every self-attention), the stack,
 and a generator that scores the target vocabulary, and it builds every mask
 from the token ids itself:
 
@@ -39,7 +40,7 @@ from ..attention import KVCache
 from ..decoding import beam_search
 from ..heads import LMHead
 from ..layers import Transformer
-from ..positional import SinusoidalPositionalEncoding
+from ..positional import RotaryEmbedding, SinusoidalPositionalEncoding
 from ._common import (
     check_config,
     check_model_sizes,
@@ -76,12 +77,18 @@ class Seq2SeqTransformerConfig:
             2020) or the paper's post-LN (``False``).
         tie_weights: the generator reuses the target-embedding matrix
             (Vaswani et al., 2017, section 3.4).
+        rotary: also rotate the queries and keys of every self-attention
+            by their positions (RoPE, Su et al., 2021), on top of the
+            sinusoidal encoding, so that self-attention scores see the
+            offset between two tokens directly. The cross-attention is
+            unchanged. It adds no parameters; ``head_dim`` must be even.
 
     Raises:
         TypeError: if a size or id is not an int or a flag not a bool.
         ValueError: if a size is below 1, ``dropout`` is outside
-            ``[0, 1)``, ``num_heads`` does not divide ``d_model``, or
-            ``pad_id`` is outside a vocabulary.
+            ``[0, 1)``, ``num_heads`` does not divide ``d_model``,
+            ``pad_id`` is outside a vocabulary, or ``rotary`` gets an odd
+            ``head_dim``.
     """
 
     src_vocab_size: int
@@ -96,6 +103,7 @@ class Seq2SeqTransformerConfig:
     pad_id: int = 0
     norm_first: bool = True
     tie_weights: bool = True
+    rotary: bool = False
 
     def __post_init__(self) -> None:
         check_model_sizes(
@@ -110,6 +118,13 @@ class Seq2SeqTransformerConfig:
         check_pad_id(self, "src_vocab_size", "tgt_vocab_size")
         check_bool("norm_first", self.norm_first)
         check_bool("tie_weights", self.tie_weights)
+        check_bool("rotary", self.rotary)
+        if self.rotary and (self.d_model // self.num_heads) % 2:
+            raise ValueError(
+                f"rotary=True needs an even head_dim, got d_model="
+                f"{self.d_model} // num_heads={self.num_heads} = "
+                f"{self.d_model // self.num_heads}"
+            )
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -160,6 +175,9 @@ class Seq2SeqTransformer(nn.Module):
             resolved_d_ff(c),
             dropout=c.dropout,
             norm_first=c.norm_first,
+            rotary=(
+                RotaryEmbedding(c.d_model // c.num_heads) if c.rotary else None
+            ),
         )
         self.generator = LMHead(
             c.d_model,
