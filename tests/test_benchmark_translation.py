@@ -34,12 +34,16 @@ def test_recipe_is_the_page_s(bench):
     sizes = _page_cpu_sizes()
     recipe = bench.TRANSFORMER
     for ours, theirs in [("d_model", "d_model"), ("num_heads", "num_heads"),
-                         ("layers", "layers"), ("d_ff", "d_ff"),
+                         ("enc_layers", "enc_layers"),
+                         ("dec_layers", "dec_layers"), ("d_ff", "d_ff"),
                          ("batch_size", "batch"), ("lr", "lr"),
                          ("warmup", "warmup")]:
         assert recipe[ours] == sizes[theirs], ours
     assert "norm_first=False" in PAGE.read_text()
     assert recipe["norm_first"] is False
+    assert "rotary=True" in PAGE.read_text() and recipe["rotary"] is True
+    # Both optimizers of the page's code run fused, as the benchmark's do.
+    assert PAGE.read_text().count("fused=True)") == 2
     assert bench.RNN["batch_size"] == sizes["batch"]
     assert bench.RNN["embed_size"] == sizes["rnn_embed"]
     assert bench.RNN["hidden_size"] == sizes["rnn_hidden"]
