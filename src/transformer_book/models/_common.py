@@ -93,6 +93,20 @@ def check_model_sizes(config: Any, *names: str) -> None:
         )
 
 
+def check_rotary_head_dim(config: Any, setting: str) -> None:
+    """RoPE rotates pairs of features: the head width must be even.
+
+    ``setting`` names the config field that asked for RoPE, as the user
+    wrote it (``"positional='rope'"``, ``"rotary=True"``).
+    """
+    head_dim = config.d_model // config.num_heads
+    if head_dim % 2:
+        raise ValueError(
+            f"{setting} needs an even head_dim, got d_model="
+            f"{config.d_model} // num_heads={config.num_heads} = {head_dim}"
+        )
+
+
 def resolve_d_ff(config: Any) -> None:
     """Replace ``d_ff=None`` by ``4 * d_model`` on a frozen config."""
     if config.d_ff is None:

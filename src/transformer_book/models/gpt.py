@@ -44,6 +44,7 @@ from ._common import (
     VOCAB_ARGS,
     ModelSizes,
     check_config,
+    check_rotary_head_dim,
     check_sequences,
     gelu_encoder,
     init_normal,
@@ -107,12 +108,8 @@ class GPTConfig(ModelSizes):
         check_bool("bias", self.bias)
         check_bool("tie_weights", self.tie_weights)
         check_choice("positional", self.positional, _POSITIONAL)
-        if self.positional == "rope" and self.head_dim % 2:
-            raise ValueError(
-                f"positional='rope' needs an even head_dim, got "
-                f"d_model={self.d_model} // num_heads={self.num_heads} = "
-                f"{self.head_dim}"
-            )
+        if self.positional == "rope":
+            check_rotary_head_dim(self, "positional='rope'")
 
     @property
     def head_dim(self) -> int:

@@ -45,6 +45,7 @@ from ._common import (
     check_config,
     check_model_sizes,
     check_pad_id,
+    check_rotary_head_dim,
     check_sequences,
     key_padding_mask,
     resolve_d_ff,
@@ -119,12 +120,8 @@ class Seq2SeqTransformerConfig:
         check_bool("norm_first", self.norm_first)
         check_bool("tie_weights", self.tie_weights)
         check_bool("rotary", self.rotary)
-        if self.rotary and (self.d_model // self.num_heads) % 2:
-            raise ValueError(
-                f"rotary=True needs an even head_dim, got d_model="
-                f"{self.d_model} // num_heads={self.num_heads} = "
-                f"{self.d_model // self.num_heads}"
-            )
+        if self.rotary:
+            check_rotary_head_dim(self, "rotary=True")
 
 
 class Seq2SeqTransformer(nn.Module):

@@ -154,11 +154,7 @@ def _rotate(x: Tensor, angles: Tensor) -> Tensor:
     otherwise (half-precision input gains precision); the result is cast
     back to ``x``'s dtype.
     """
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    turns = torch.polar(torch.ones_like(angles), angles)  # complex128
-    turns = turns.to(torch.complex128 if work == torch.float64
-                     else torch.complex64)
-    x_work = x.to(work)
+    x_work = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
     if x_work.stride(-1) != 1 or x_work.storage_offset() % 2 or any(
         stride % 2 for stride in x_work.stride()[:-1]
     ):  # complex views need whole (real, imaginary) pairs in memory
@@ -167,6 +163,7 @@ def _rotate(x: Tensor, angles: Tensor) -> Tensor:
     pairs = torch.view_as_complex(
         x_work.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
     )
+    turns = torch.polar(torch.ones_like(angles), angles).to(pairs.dtype)
     rotated = torch.view_as_real(pairs * turns)  # (..., T, D/2, 2)
     return rotated.flatten(-2).to(x.dtype)  # (..., T, D)
 
