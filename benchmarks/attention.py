@@ -15,13 +15,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 from torch import nn
 
+from transformer_book import runtime
 from transformer_book.attention import MultiHeadAttention
-from transformer_book.runtime import Timer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,10 +63,12 @@ def main(argv: list[str] | None = None) -> float:
         ).tril()
 
     def step_ours() -> None:
+        x.grad = None
         out = ours(x, x, x, is_causal=args.causal)
         out.sum().backward()
 
     def step_theirs() -> None:
+        x.grad = None
         out, _ = theirs(
             x,
             x,
@@ -78,21 +79,12 @@ def main(argv: list[str] | None = None) -> float:
         )
         out.sum().backward()
 
-    steps = {"ours": step_ours, "torch": step_theirs}
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(args.warmup):
-        for step in steps.values():
-            step()
-    for i in range(args.repeats):
-        # Alternate which module goes first, so neither always runs on a
-        # cache the other warmed.
-        order = list(steps) if i % 2 == 0 else list(reversed(steps))
-        for name in order:
-            x.grad = None
-            with Timer(device) as t:
-                steps[name]()
-            times[name].append(t.seconds)
-    median = {name: statistics.median(ts) for name, ts in times.items()}
+    # Interleaved, the order alternating: neither always runs on a cache
+    # the other warmed.
+    median = runtime.compare(
+        {"ours": step_ours, "torch": step_theirs},
+        repeats=args.repeats, warmup=args.warmup, device=device,
+    )
     ratio = median["ours"] / median["torch"]
     print(
         f"B={args.batch} T={args.seq_len} d_model={args.d_model} "

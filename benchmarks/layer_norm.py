@@ -10,8 +10,9 @@ dimension is slow on a CPU. This script times, on the same tokens:
 - ``var``: the same formula with ``x.var(dim=-1, correction=0)``;
 - ``torch``: ``nn.LayerNorm``.
 
-Repeats are interleaved, so a busy machine slows all alike. The last line
-printed is one JSON object of median microseconds per forward+backward.
+Repeats are interleaved (``runtime.compare``), so a busy machine slows
+all alike. The last line printed is one JSON object of median
+microseconds per forward+backward.
 
 Usage::
 
@@ -23,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 
+from transformer_book import runtime
 from transformer_book.layers import LayerNorm, explicit_norm
 
 
@@ -47,6 +48,10 @@ def _var_formula(norm: LayerNorm, x: Tensor) -> Tensor:
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, correction=0, keepdim=True)
     return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
+def _forward_backward(path: Callable[[Tensor], Tensor], x: Tensor) -> None:
+    path(x).sum().backward()
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -69,15 +74,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "var": lambda x: _var_formula(ours, x),
         "torch": theirs,
     }
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    for repeat in range(args.repeats + 5):  # 5 warm-up rounds
-        for name, path in paths.items():
-            start = time.perf_counter()
-            path(x).sum().backward()
-            if repeat >= 5:
-                times[name].append(time.perf_counter() - start)
-    result = {name: round(statistics.median(t) * 1e6, 1)
-              for name, t in times.items()}
+    seconds = runtime.compare(
+        {name: partial(_forward_backward, path, x)
+         for name, path in paths.items()},
+        repeats=args.repeats, warmup=5,
+    )
+    result = {name: round(s * 1e6, 1) for name, s in seconds.items()}
     for name, us in result.items():
         print(f"{name:>9}: {us:8.1f} us")
     print(json.dumps(result))

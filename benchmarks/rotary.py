@@ -8,9 +8,9 @@ it replaced: four real products and a stack,
 
 The default shape is the translation page's: a batch of 16 lists, 2 heads
 of width 32, 40 positions, the queries a transposed view as
-``MultiHeadAttention`` makes them. Repeats are interleaved, so a busy
-machine slows both alike. The last line printed is one JSON object of
-median microseconds per forward+backward.
+``MultiHeadAttention`` makes them. Repeats are interleaved
+(``runtime.compare``), so a busy machine slows both alike. The last line
+printed is one JSON object of median microseconds per forward+backward.
 
 Usage::
 
@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from transformer_book import runtime
 from transformer_book.positional import apply_rotary, rotary_frequencies
 
 
@@ -72,19 +70,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     # (B, T, H, D) -> (B, H, T, D): a view, as the attention makes it.
     x = torch.randn(args.batch, args.length, args.heads, args.head_dim)
     x = x.transpose(1, 2).requires_grad_(True)
-    paths: dict[str, Callable[[Tensor], Tensor]] = {
-        "complex": apply_rotary,
-        "real": real_formula,
-    }
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    for repeat in range(args.repeats + 5):  # 5 warm-up rounds
-        for name, path in paths.items():
-            start = time.perf_counter()
-            path(x).sum().backward()
-            if repeat >= 5:
-                times[name].append(time.perf_counter() - start)
-    result = {name: round(statistics.median(t) * 1e6, 1)
-              for name, t in times.items()}
+    seconds = runtime.compare(
+        {"complex": lambda: apply_rotary(x).sum().backward(),
+         "real": lambda: real_formula(x).sum().backward()},
+        repeats=args.repeats, warmup=5,
+    )
+    result = {name: round(s * 1e6, 1) for name, s in seconds.items()}
     for name, us in result.items():
         print(f"{name:>8}: {us:8.1f} us")
     print(json.dumps(result))

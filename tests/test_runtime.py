@@ -198,6 +198,31 @@ def test_benchmark_rejects_bad_counts(kwargs, error, match):
         runtime.benchmark(lambda: None, **kwargs)
 
 
+def test_compare_interleaves_the_calls_and_alternates_their_order(clock):
+    # Two rounds after one warm-up round: a, b, then b, a.
+    clock(0.0, 1.0, 10.0, 13.0, 20.0, 24.0, 30.0, 32.0)
+    calls = []
+    seconds = runtime.compare(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        repeats=2, warmup=1,
+    )
+    assert calls == ["a", "b", "a", "b", "b", "a"]
+    # a: 1 s then 2 s; b: 3 s then 4 s.
+    assert seconds == {"a": 1.5, "b": 3.5}
+
+
+@pytest.mark.parametrize(
+    ("fns", "error", "match"),
+    [
+        ({}, ValueError, "at least one"),
+        ({"x": 42}, TypeError, r"fns\['x'\] must be callable"),
+    ],
+)
+def test_compare_rejects_bad_functions(fns, error, match):
+    with pytest.raises(error, match=match):
+        runtime.compare(fns)
+
+
 def test_benchmark_rejects_a_non_callable():
     with pytest.raises(TypeError, match="fn must be callable"):
         runtime.benchmark(42)

@@ -34,6 +34,7 @@ __all__ = [
     "Timer",
     "benchmark",
     "cap",
+    "compare",
     "device",
     "preset",
     "seed_everything",
@@ -308,14 +309,61 @@ def benchmark(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    return compare({"fn": fn}, repeats=repeats, warmup=warmup,
+                   device=device)["fn"]
+
+
+def compare(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    repeats: int = 5,
+    warmup: int = 1,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
+    """Median wall-clock seconds of each callable, their calls interleaved.
+
+    Each round calls every function once, in the mapping's order on even
+    rounds and in reverse on odd ones, so that a machine that slows down,
+    or a cache one function leaves warm for the next, favours none of them.
+
+    Args:
+        fns: names and callables with no arguments.
+        repeats: timed rounds, at least 1.
+        warmup: untimed rounds made first (allocations, lazy init).
+        device: the device to synchronise.
+
+    Returns:
+        The median time of one call of each function, in seconds, by name.
+
+    Raises:
+        TypeError: if a value of ``fns`` is not callable or a count is not
+            an int.
+        ValueError: if ``fns`` is empty, ``repeats < 1`` or ``warmup < 0``.
+
+    Example:
+        >>> times = compare({"sum": lambda: sum(range(100)),
+        ...                  "len": lambda: len(range(100))}, repeats=3)
+        >>> sorted(times)
+        ['len', 'sum']
+    """
+    if not fns:
+        raise ValueError("fns must name at least one callable, got none")
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(
+                f"fns[{name!r}] must be callable, got {type(fn).__name__}"
+            )
     repeats = check_int("repeats", repeats)
     warmup = check_int("warmup", warmup, minimum=0)
+    names = list(fns)
     for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        with Timer(device) as t:
-            fn()
-        times.append(t.seconds)
-    return float(np.median(times))
+        for name in names:
+            fns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in names if i % 2 == 0 else reversed(names):
+            with Timer(device) as t:
+                fns[name]()
+            times[name].append(t.seconds)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
