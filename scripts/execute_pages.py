@@ -42,6 +42,10 @@ This script only adds what the tool cannot do:
    its numbers) is counted, not fatal; any other error fails the run.
    ``BOOK_SMOKE`` set without ``--smoke`` is refused: smoke outputs never
    reach the book's cache.
+7. **One trim, after the run.** jupyter-cache trims the cache to its size
+   limit each time a worker caches a page, and two workers trimming at
+   once can remove a page being cached (:class:`_Cache`); here the cache
+   is trimmed once, when every page is cached.
 
 Usage: python scripts/execute_pages.py [--hash-file PATH] [--timeout S]
        [--seed-data DIR] [--smoke] [--report]
@@ -61,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jupyter_cache.cache.main import JupyterCacheBase
 from jupyter_cache.executors.basic import (
     ExecutionWorkerLocalMProc,
     JupyterExecutorLocalMproc,
@@ -189,6 +194,27 @@ class _PageWorker(ExecutionWorkerLocalMProc):
 
         os.environ[PAGE_ENV_VAR] = project_nb.uri
         return ExecutionWorkerLocalMProc.execute(project_nb, data)
+
+
+class _Cache(JupyterCacheBase):
+    """jupyter-cache's cache, which trims itself only when asked.
+
+    The stock cache trims itself to its size limit each time a worker
+    caches a page (``truncate_caches``), reading the records to keep and
+    the records to drop in two queries. Two workers caching at once race
+    there: a record the other worker commits between the two queries is
+    taken for an old one and removed, and a page fails with "Notebook file
+    does not exist for cache record" (seen in ``make slow``'s smoke test).
+    Here caching never trims; :func:`main` trims once, after every page is
+    cached.
+    """
+
+    def truncate_caches(self) -> None:
+        """Nothing while pages execute: see :meth:`trim`."""
+
+    def trim(self) -> None:
+        """Drop the oldest cached pages beyond the cache's size limit."""
+        JupyterCacheBase.truncate_caches(self)
 
 
 class _Executor(JupyterExecutorLocalMproc):
@@ -405,7 +431,7 @@ def main() -> int:
     threads = int(os.environ['OMP_NUM_THREADS'])
     print(f"{threads} compute thread{'s' if threads != 1 else ''} per page")
 
-    cache = get_cache(str(cache_path))
+    cache = get_cache(str(cache_path), cache_cls=_Cache)
     pages = {str(page): page for page in toc}
     for record in cache.list_project_records():
         if record.uri not in pages:
@@ -428,6 +454,7 @@ def main() -> int:
     # A smoke run goes on after an error, to tell asserts from failures.
     result = executor.run_and_cache(timeout=args.timeout,
                                     allow_errors=args.smoke)
+    cache.trim()  # once, with no worker caching any more
     print(f"executed in {time.perf_counter() - start:.1f} s")
     failed = result.excepted + result.errored
     claims = 0

@@ -230,3 +230,23 @@ def test_forced_gpu_preset_picks_every_pages_gpu_sizes(page, monkeypatch):
         sized = eval(block + "[runtime.preset()]",
                      {"dict": dict, "runtime": runtime})
         assert sized == table[preset]
+
+
+def test_the_cache_trims_only_when_asked(tmp_path):
+    """Workers cache pages without trimming (a race between two of them
+    trimming at once removed a page being cached); one trim comes after."""
+    import nbformat
+    from jupyter_cache.cache.main import CacheBundleIn
+
+    cache = execute_pages._Cache(str(tmp_path / "cache"))
+    cache.change_cache_limit(1)
+    for i in range(3):
+        nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(f"x = {i}")])
+        nb.metadata["kernelspec"] = {"name": "python3",
+                                     "display_name": "Python 3"}
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nb, f"page{i}.md"), check_validity=False)
+    assert len(cache.list_cache_records()) == 3  # over the limit, kept
+    cache.trim()
+    assert [r.uri for r in cache.list_cache_records()] == ["page2.md"]
