@@ -33,8 +33,10 @@ import json
 import os
 import random
 import re
+import sys
 import urllib.parse
 import urllib.request
+import warnings
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -386,7 +388,9 @@ def number_words(
     seconds per language, so the list is cached as gzip JSON under the
     cache directory, in a file named after the language, the range and
     the ``num2words`` version, written atomically. A cache file that
-    cannot be read is regenerated.
+    cannot be read, or holds anything but one string per number, is
+    regenerated. A cache that cannot be written costs only the cache: the
+    words are returned and a warning is given once per directory.
 
     Args:
         lang: a code from :data:`NUMBER_LANGUAGES`.
@@ -411,7 +415,7 @@ def number_words(
         Path(cache_dir) if cache_dir is not None else _default_cache_dir()
     )
     path = _number_cache_path(lang, start, stop, directory)
-    if cache and path.exists():
+    if cache:
         try:
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 payload = json.load(f)
@@ -422,12 +426,13 @@ def number_words(
                 and payload.get("stop") == stop
                 and isinstance(words, list)
                 and len(words) == stop - start
+                and all(isinstance(w, str) for w in words)
             ):
                 return words
         except (
             OSError, EOFError, zlib.error, ValueError, KeyError, TypeError
         ):
-            pass  # damaged (bad gzip, bad JSON, wrong shape): regenerate
+            pass  # absent or damaged (gzip, JSON, content): regenerate
     words = _generate_words(lang, start, stop)
     if cache:
         payload = {
@@ -441,7 +446,15 @@ def number_words(
             json.dumps(payload, ensure_ascii=False).encode("utf-8"),
             mtime=0,
         )
-        atomic_write_bytes(path, data)
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as error:  # the words are right; only caching fails
+            _warn_once(
+                f"cache {directory}",
+                f"cannot write the number-words cache in {directory} "
+                f"({error}); the words are returned but not cached "
+                f"(set cache_dir= or ${CACHE_ENV_VAR}, or pass cache=False)",
+            )
     return words
 
 
@@ -1214,11 +1227,28 @@ def seed_cache(
 
 #: Environment variable naming a file where data functions record each
 #: call (one JSON line: the page in :data:`PAGE_ENV_VAR`, the call), so
-#: that ``make book`` can say which data each page used.
+#: that ``make book`` can say which data each page used. A log that cannot
+#: be written is skipped, with one warning per path: it never costs data.
 DATA_LOG_ENV_VAR = "BOOK_DATA_LOG"
 #: Environment variable holding the page a kernel executes.
 PAGE_ENV_VAR = "BOOK_PAGE"
 _log_depth = 0
+_warned: set[str] = set()
+
+
+def _warn_once(location: str, message: str) -> None:
+    """Warn about ``location`` once per process, at the caller's line.
+
+    The warning points at the first frame outside this module, however
+    deep the data functions call each other.
+    """
+    if location in _warned:
+        return
+    _warned.add(location)
+    level, frame = 2, sys._getframe(1)
+    while frame.f_code.co_filename == __file__ and frame.f_back:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def _call_text(name: str, args: tuple, kwargs: dict) -> str:
@@ -1243,8 +1273,16 @@ def _logs_use(fn: Any) -> Any:
                 "page": os.environ.get(PAGE_ENV_VAR, ""),
                 "call": _call_text(fn.__name__, args, kwargs),
             })
-            with open(log, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+            try:
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+            except OSError as error:  # a log must never cost the data
+                _warn_once(
+                    f"log {log}",
+                    f"cannot write the data log ${DATA_LOG_ENV_VAR}={log!r} "
+                    f"({error}); data calls are not recorded while it "
+                    "cannot be written",
+                )
         _log_depth += 1
         try:
             return fn(*args, **kwargs)

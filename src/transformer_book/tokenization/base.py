@@ -25,6 +25,7 @@ import abc
 import inspect
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -51,6 +52,10 @@ SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS)
 
 _FORMAT_VERSION = 1
 T = TypeVar("T", bound="Tokenizer")
+# Lone surrogates: legal in a Python str, with no UTF-8 form.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# A high one then a low one: JSON reads their escapes back as one character.
+_SURROGATE_PAIR_RE = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _check_text(text: object, name: str = "text") -> str:
@@ -234,7 +239,11 @@ class Tokenizer(abc.ABC):
         """Write the tokenizer to a JSON file, atomically.
 
         The file gets the permissions a plain ``open`` would give it
-        (``0o666`` less the umask).
+        (``0o666`` less the umask). It is valid UTF-8: a lone surrogate
+        (legal in a Python str, with no UTF-8 form) is written as a JSON
+        escape such as ``\\ud800``, which :meth:`load` reads back as it was.
+        A token holding a high surrogate followed by a low one cannot be
+        saved: JSON reads the two escapes back as one character.
 
         Args:
             path: where to write; parent folders are created.
@@ -250,7 +259,16 @@ class Tokenizer(abc.ABC):
             **self._state(),
         }
         text = json.dumps(payload, ensure_ascii=False, indent=1)
-        atomic_write_bytes(path, _to_bytes(text))
+        pair = _SURROGATE_PAIR_RE.search(text)
+        if pair:
+            raise ValueError(
+                f"cannot save to path={str(path)!r}: a token holds "
+                f"{pair[0]!r}, two lone surrogates that JSON would read "
+                "back as one character"
+            )
+        # Each literal surrogate lies inside a JSON string: escape it there.
+        text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+        atomic_write_bytes(path, text.encode("utf-8"))
         return path
 
     @classmethod
