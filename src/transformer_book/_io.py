@@ -2,33 +2,90 @@
 
 Downloads, the number-words cache, tokenizer JSON and training checkpoints
 all go through :func:`atomic_open`, so a crash or an error mid-write never
-leaves a half-written file under the final name, and every file gets the
-permissions a plain ``open`` would give it.
+leaves a half-written file under the final name, a new file gets the
+permissions a plain ``open`` would give it, and a file written over keeps
+its own. Checkpoints are also *verified* files
+(:func:`save_verified`, :func:`load_verified`): a sha256 checksum of the
+whole file travels in it, so any damage is found before it is read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import os
+import pickle
+import re
 import secrets
+import stat
+import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-__all__ = ["atomic_open", "atomic_write_bytes"]
+import torch
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "atomic_open",
+    "atomic_write_bytes",
+    "load_verified",
+    "save_verified",
+]
+
+
+def _lock(fd: int, *, wait: bool) -> bool:
+    """Lock ``fd`` for writing; ``False`` if another holder has it."""
+    if fcntl is None:  # pragma: no cover - Windows refuses to delete
+        return True  # an open file, which protects it instead
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except OSError:
+        return False
+    return True
+
+
+def _remove_stale(path: Path, suffix: str) -> None:
+    """Remove temporary files of ``path`` that no running write holds.
+
+    A write holds a lock on its temporary file until the rename, and the
+    system drops the lock when the process dies: a temporary file without
+    a holder was left by a killed write.
+    """
+    pattern = re.compile(
+        re.escape(f".{path.name}.") + "[0-9a-f]{12}" + re.escape(suffix)
+    )
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            if not pattern.fullmatch(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                fd = os.open(entry.path, os.O_RDWR)
+                try:
+                    if _lock(fd, wait=False):
+                        os.unlink(entry.path)
+                finally:
+                    os.close(fd)
 
 
 @contextlib.contextmanager
 def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
     """Open a temporary file beside ``path``; rename it there on success.
 
-    The temporary file is created with ``os.open(..., 0o666)``, so the
-    kernel applies the umask and the final file has the mode a plain
-    ``open(path, "wb")`` would give it (``tempfile.mkstemp`` would make it
-    0600 whatever the umask, unreadable to the other users of a shared
-    cache). Its content is flushed to disk before the rename. If the block
-    raises (``KeyboardInterrupt`` included), the temporary file is removed
-    and ``path`` is untouched.
+    The temporary file, ``.<name>.<12 hex digits><suffix>`` in ``path``'s
+    folder, is created with ``os.open(..., 0o666)``, so the kernel applies
+    the umask and a new file has the mode a plain ``open(path, "wb")``
+    would give it (``tempfile.mkstemp`` would make it 0600 whatever the
+    umask, unreadable to the other users of a shared cache); a file that
+    is replaced keeps its mode. The content is flushed to disk before the
+    rename. If the block raises (``KeyboardInterrupt`` included), the
+    temporary file is removed and ``path`` is untouched; temporary files
+    of ``path`` left by a killed process are removed by the next write.
 
     Args:
         path: the final file; its parent folders are created.
@@ -39,25 +96,116 @@ def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(path, suffix)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{suffix}")
         try:
             fd = os.open(tmp, flags, 0o666)
-            break
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
+        # Another write's cleanup may remove the file before it is locked.
+        if _lock(fd, wait=True) and os.path.samestat(
+            os.fstat(fd), _stat(tmp)
+        ):
+            break
+        os.close(fd)  # pragma: no cover - a race of microseconds
     try:
+        mode = _stat(path)
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode.st_mode))
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            if fcntl is not None:  # rename while the lock is held
+                os.replace(tmp, path)
+        if fcntl is None:  # pragma: no cover - Windows renames closed files
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     with atomic_open(path) as f:
         f.write(data)
+
+
+# --------------------------------------------------------------------------
+# Verified torch files
+# --------------------------------------------------------------------------
+
+# ``torch.save`` writes a zip archive, which may end with a comment of up to
+# 65535 bytes; zip readers, ``torch.load`` among them, skip it. A verified
+# file's comment is this tag and the sha256 of every byte before it.
+_TAG = b"transformer_book sha256 "
+_TRAILER = len(_TAG) + 64
+_END_OF_ZIP = b"PK\x05\x06"  # the end-of-central-directory record's start
+_END_OF_ZIP_SIZE = 22  # its size with no comment; the last 2: comment size
+
+
+def save_verified(path: Path, obj: Any) -> None:
+    """``torch.save(obj)`` to ``path`` atomically, with a sha256 checksum.
+
+    The file stays a plain ``torch.save`` archive (``torch.load`` reads
+    it); the checksum is its zip comment.
+    """
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    data = buffer.getbuffer()
+    end = len(data) - _END_OF_ZIP_SIZE
+    if data[end : end + 4] != _END_OF_ZIP or data[-2:] != b"\0\0":
+        raise RuntimeError(  # pragma: no cover - a new torch.save layout
+            "torch.save wrote an archive that does not end with an empty "
+            "zip comment: cannot add the checksum"
+        )
+    head = bytes(data[:-2]) + struct.pack("<H", _TRAILER)
+    digest = hashlib.sha256(head).hexdigest().encode("ascii")
+    with atomic_open(path) as f:
+        f.write(head)
+        f.write(_TAG + digest)
+
+
+def load_verified(
+    path: Path, *, map_location: str | torch.device | None = "cpu"
+) -> Any:
+    """Check the checksum of a :func:`save_verified` file, then load it.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file is damaged (truncated, altered) or is not
+            a verified file.
+    """
+    data = Path(path).read_bytes()
+    if not data:
+        raise ValueError(f"{path} is empty: not a checkpoint")
+    tag = data[-_TRAILER : -_TRAILER + len(_TAG)]
+    if len(data) < _TRAILER + _END_OF_ZIP_SIZE or tag != _TAG:
+        raise ValueError(
+            f"{path} is truncated or not a transformer_book checkpoint: "
+            "it does not end with the sha256 checksum that a checkpoint "
+            "ends with"
+        )
+    head, digest = memoryview(data)[:-_TRAILER], data[-64:]
+    if hashlib.sha256(head).hexdigest().encode("ascii") != digest:
+        raise ValueError(
+            f"{path} is damaged: its content does not match its sha256 "
+            "checksum"
+        )
+    try:
+        return torch.load(
+            io.BytesIO(data), map_location=map_location, weights_only=True
+        )
+    except pickle.UnpicklingError:  # its text advises weights_only=False
+        raise ValueError(
+            f"{path} passes its checksum but holds objects that "
+            "weights_only=True refuses: not a checkpoint"
+        ) from None

@@ -40,6 +40,7 @@ import math
 import os
 import random
 import time
+from collections import OrderedDict
 from collections.abc import (
     Callable,
     Iterable,
@@ -60,7 +61,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
 from transformer_book._checks import check_int, check_number, check_tensor
-from transformer_book._io import atomic_open
+from transformer_book._io import load_verified, save_verified
 
 __all__ = [
     "History",
@@ -457,9 +458,34 @@ def _find_generators(
 
 
 def _atomic_save(payload: Any, path: Path) -> None:
-    """``torch.save`` through a temporary file and a rename (see ``_io``)."""
-    with atomic_open(path) as f:
-        torch.save(payload, f)
+    """``torch.save`` with a checksum, atomically (see ``_io``)."""
+    save_verified(path, payload)
+
+
+# What torch.load(weights_only=True) reads back, by exact type.
+_PLAIN = (
+    type(None), bool, int, float, complex, str, bytes, bytearray,
+    torch.dtype, torch.device, torch.Size, Tensor, nn.Parameter,
+)
+_CONTAINERS = (list, tuple, set, dict, OrderedDict)
+
+
+def _check_extra(value: Any, where: str = "extra") -> None:
+    """Raise ``TypeError`` if a checkpoint could not load ``value`` back."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return
+    if kind not in _CONTAINERS:
+        raise TypeError(
+            f"{where} is a {kind.__name__}, which a checkpoint cannot load "
+            "back: expected None, a bool, number, str, bytes, tensor, "
+            "dtype or device, or a list, tuple, set or dict of them"
+        )
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(value, dict):
+            _check_extra(key, f"a key of {where}")
+        _check_extra(item, f"{where}[{key!r}]")
 
 
 def _payload(
@@ -525,8 +551,10 @@ def save_checkpoint(
         step: the number of optimizer steps done.
         epoch: the number of completed epochs.
         history: the run's history so far.
-        extra: anything else to keep (plain data: numbers, strings, lists,
-            dicts, tensors, so that it loads with ``weights_only=True``).
+        extra: anything else to keep: plain data (``None``, bools,
+            numbers, strings, bytes, tensors, dtypes, devices, and lists,
+            tuples, sets and dicts of them), which loads back with
+            ``weights_only=True``.
         generators: generators to save, such as the one that shuffles a
             ``DataLoader``; :func:`load_checkpoint` restores them in order.
 
@@ -534,10 +562,12 @@ def save_checkpoint(
         ``path`` as a ``Path``.
 
     Raises:
-        TypeError: if an argument has the wrong type.
+        TypeError: if an argument has the wrong type, or ``extra`` holds
+            something else than plain data (the message names its key).
         ValueError: if ``step`` or ``epoch`` is negative.
     """
     path = Path(path)
+    _check_extra(extra)
     payload = _payload(
         model=model,
         optimizer=optimizer,
@@ -566,8 +596,10 @@ def load_checkpoint(
     """Load a checkpoint into ``model`` (and optimizer, scheduler).
 
     The file is read with ``torch.load(weights_only=True)``: a checkpoint
-    cannot run code. Pass the returned state to ``train(resume=...)`` to
-    continue the run exactly where it stopped.
+    cannot run code. Its sha256 checksum is checked first, so a damaged
+    file raises the one ``ValueError`` below and never loads silently.
+    Pass the returned state to ``train(resume=...)`` to continue the run
+    exactly where it stopped.
 
     Args:
         path: the checkpoint written by :func:`save_checkpoint` or
@@ -590,18 +622,18 @@ def load_checkpoint(
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         TypeError: if an argument has the wrong type.
-        ValueError: if the file is not a checkpoint of this module, its
-            weights do not fit ``model``, or it lacks an optimizer or
-            scheduler state that was asked for.
+        ValueError: if the file is damaged (empty, truncated, altered: its
+            checksum does not match) or is not a checkpoint of this module
+            (the message names the file and what is wrong), its weights do
+            not fit ``model``, or it lacks an optimizer or scheduler state
+            that was asked for.
     """
     _check_module("model", model)
     if optimizer is not None:
         _check_optimizer(optimizer)
     _check_scheduler(scheduler)
     generators = _find_generators(None, generators)
-    state = torch.load(
-        Path(path), map_location=map_location, weights_only=True
-    )
+    state = load_verified(Path(path), map_location=map_location)
     if not isinstance(state, dict) or state.get("format") != _FORMAT:
         raise ValueError(f"{path} is not a {_FORMAT} checkpoint")
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
@@ -796,8 +828,8 @@ def _resume(
 
 def _start_epoch(
     batches: Any, at: _Position, generators: Sequence[torch.Generator]
-) -> Iterator[Any]:
-    """Return the iterator over epoch ``at.epoch``'s remaining batches.
+) -> tuple[Any, Iterator[Any]]:
+    """Return epoch ``at.epoch``'s batches and the iterator over the rest.
 
     A new epoch records the generators' states before its iterator draws
     a shuffle order. After a mid-epoch resume, those recorded states are
@@ -809,12 +841,10 @@ def _start_epoch(
         assert at.epoch_rng is not None
         current = _rng_state(generators)
         _set_rng_state(at.epoch_rng, generators)
-    else:
-        at.epoch_rng = {
-            "torch": torch.get_rng_state(),
-            "generators": [g.get_state() for g in generators],
-        }
-    iterator = iter(batches(at.epoch) if callable(batches) else batches)
+    else:  # every generator that batches(epoch) may draw from
+        at.epoch_rng = _rng_state(generators)
+    source = batches(at.epoch) if callable(batches) else batches
+    iterator = iter(source)
     for done in range(skip):
         if next(iterator, _END) is _END:
             raise ValueError(
@@ -823,7 +853,27 @@ def _start_epoch(
             )
     if skip:
         _set_rng_state(current, generators)
-    return iterator
+    return source, iterator
+
+
+def _epoch_over(
+    source: Any,
+    iterator: Iterator[Any],
+    done: int,
+    generators: Sequence[torch.Generator],
+) -> bool:
+    """Whether ``done`` batches are all of ``source``'s (when stopping).
+
+    A sized ``source`` tells by its length; otherwise ``iterator`` is
+    asked for one more batch, and the generators' states are put back.
+    """
+    with contextlib.suppress(TypeError):  # len() of an IterableDataset's
+        if isinstance(source, Sized):
+            return done >= len(source)
+    state = _rng_state(generators)
+    over = next(iterator, _END) is _END
+    _set_rng_state(state, generators)
+    return over
 
 
 def _throughput(
@@ -914,7 +964,10 @@ def _update(
             with autocast:
                 loss, metrics = _split_output(step(micro_batch))
             (loss if accumulate == 1 else loss / accumulate).backward()
-        losses.append(loss.detach().float())
+        # float32 at least (bfloat16 losses average badly), float64 kept
+        losses.append(
+            loss.detach().to(torch.promote_types(loss.dtype, torch.float32))
+        )
         metrics_list.append(metrics)
     mean_loss = losses[0] if accumulate == 1 else torch.stack(losses).mean()
     metrics = {
@@ -1143,6 +1196,7 @@ def train(
         )
         if callable(to_dict):
             extra = {"config": to_dict()}
+    _check_extra(extra)
     if parameters is None:
         params = [p for g in optimizer.param_groups for p in g["params"]]
     else:
@@ -1206,7 +1260,8 @@ def train(
         total=total, initial=at.step, desc=description, disable=disable
     ) as bar:
         while not stopped and (epochs is None or at.epoch < epochs):
-            for batch in _start_epoch(batches, at, generators):
+            source, iterator = _start_epoch(batches, at, generators)
+            for batch in iterator:
                 started = time.perf_counter()
                 loss, lr, metrics = _update(
                     step,
@@ -1236,7 +1291,9 @@ def train(
                     break
                 if checkpoint_every and at.step % checkpoint_every == 0:
                     save()
-            if stopped:
+            if stopped and not _epoch_over(
+                source, iterator, at.batch_in_epoch, generators
+            ):
                 break
             if at.batch_in_epoch == 0:
                 raise ValueError(

@@ -497,13 +497,14 @@ class GPT(nn.Module):
 
         Raises:
             FileNotFoundError: if ``path`` does not exist.
-            ValueError: if the file is not a checkpoint, holds no config
-                and none is given, its config differs from ``config``, or
-                its weights do not fit the config.
+            ValueError: if the file is damaged or not a checkpoint (the
+                error of :func:`~transformer_book.training.load_checkpoint`),
+                holds no config and none is given, its config differs from
+                ``config``, or its weights do not fit the config.
         """
-        state = torch.load(
-            Path(path), map_location=map_location, weights_only=True
-        )
+        from .._io import load_verified  # the checkpoints' checked reader
+
+        state = load_verified(Path(path), map_location=map_location)
         if not isinstance(state, dict) or "model" not in state:
             raise ValueError(f"{path} is not a training checkpoint")
         extra = state.get("extra")
