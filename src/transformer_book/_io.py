@@ -105,9 +105,8 @@ def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
         # Another write's cleanup may remove the file before it is locked.
-        if _lock(fd, wait=True) and os.path.samestat(
-            os.fstat(fd), _stat(tmp)
-        ):
+        named = _lock(fd, wait=True) and _stat(tmp)
+        if named and os.path.samestat(os.fstat(fd), named):
             break
         os.close(fd)  # pragma: no cover - a race of microseconds
     try:

@@ -8,10 +8,12 @@ and a dictionary of metrics), and the loop does the rest: ``zero_grad``,
 :class:`History` of everything it measured, ready to plot.
 
 Checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`) are written
-atomically (a temporary file in the same directory, then a rename) and hold
-the random number generators' states, so that a run stopped after any step,
-even in the middle of an epoch of shuffled batches, resumes exactly: the
-losses after resuming equal those of the run that never stopped.
+atomically (a temporary file in the same directory, then a rename), carry
+a sha256 checksum that loading checks, and hold the random number
+generators' states (PyTorch's, NumPy's and Python's), so that a run stopped
+after any step, even in the middle of an epoch of shuffled batches,
+resumes exactly: the losses after resuming equal those of the run that
+never stopped.
 
 Example:
     >>> import torch
