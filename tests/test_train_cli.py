@@ -43,6 +43,17 @@ def run(capsys, argv: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
+def usage_error(capsys, argv: list[str]) -> str:
+    """Run main; check it exits as argparse does (usage, one error line)."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and "Traceback" not in err
+    assert err.count(": error: ") == 1
+    return err.rstrip("\n").splitlines()[-1]
+
+
 def weights(path: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, weights_only=True)["model"]
 
@@ -96,25 +107,19 @@ def test_bad_options_get_argparse_errors(capsys, argv, message):
     ],
 )
 def test_usage_errors_are_one_line(capsys, argv, message):
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert message in usage_error(capsys, argv)
 
 
 def test_indivisible_batch_is_one_line(capsys, text_file):
     argv = gpt_args(text_file, "--steps", "1", "--batch-size", "6",
                     "--accumulate", "4")
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert "divisible" in err and err.count("\n") == 1
+    assert "divisible" in usage_error(capsys, argv)
 
 
 def test_resume_without_checkpoint_is_one_line(capsys, text_file, tmp_path):
     argv = gpt_args(text_file, "--steps", "1", "--out", str(tmp_path),
                     "--resume")
-    assert cli.main(argv) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "no checkpoint" in usage_error(capsys, argv)
 
 
 def test_missing_data_path_from_the_shell():
@@ -125,10 +130,13 @@ def test_missing_data_path_from_the_shell():
         env={**os.environ, "BOOK_PRESET": "cpu"},
     )
     assert process.returncode == 2
-    assert process.stderr.strip().splitlines() == [
-        "train: error: --data no/such/file.txt: no such file (or use one "
-        "of python-docs, tiny-shakespeare)"
-    ]
+    lines = process.stderr.strip().splitlines()
+    assert lines[0].startswith("usage: python -m transformer_book.train")
+    assert lines[-1] == (
+        "python -m transformer_book.train: error: --data no/such/file.txt: "
+        "no such file (or use one of python-docs, tiny-shakespeare)"
+    )
+    assert process.stderr.count(": error: ") == 1
 
 
 # -- a run ------------------------------------------------------------------
@@ -220,9 +228,7 @@ def test_resume_of_another_config_is_one_line(capsys, tmp_path, text_file):
     run(capsys, gpt_args(text_file, "--steps", "1", "--out", str(tmp_path)))
     argv = gpt_args(text_file, "--steps", "2", "--out", str(tmp_path),
                     "--resume", "--d-model", "32")
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert "different config" in err and "Traceback" not in err
+    assert "different config" in usage_error(capsys, argv)
 
 
 # -- training.train: accumulation as an API --------------------------------

@@ -28,6 +28,14 @@ The last line printed is JSON: ``{"step", "loss", "val_loss",
 "world_size", "seconds", "tokens_per_s"}``, where ``loss`` is the last
 step's training loss over the global batch and ``seconds`` the wall time of
 the training loop.
+
+Everything that can be checked is checked before the first step: every
+flag, the device, the data and its encoding, the ``--out`` folder (created
+when missing, and written to once) and, with ``--resume``, that the
+checkpoint is sound and was trained on the same data and config. A failure
+is argparse's usage line and one error line naming the flag (exit 2). A
+save that fails during the run keeps the last good checkpoint and says
+where it is (one line, exit 1).
 """
 
 from __future__ import annotations
@@ -35,11 +43,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 import os
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -93,7 +103,7 @@ _VAL_ROWS = 256  # held-out lists for the translation val_loss
 
 
 class UsageError(Exception):
-    """A bad option found after parsing (printed as one line, exit 2)."""
+    """A bad option found while the run is set up (a usage error, exit 2)."""
 
 
 # --------------------------------------------------------------------------
@@ -122,6 +132,38 @@ def _probability(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= runtime.MAX_SEED:
+        raise argparse.ArgumentTypeError(
+            f"seed={value} is out of range: expected 0 <= seed < 2**32"
+        )
+    return value
+
+
+def _device(text: str) -> torch.device:
+    """A device this machine has: ``cpu``, ``cuda[:N]`` or ``mps``."""
+    usable = {
+        "cpu": lambda index: True,
+        "cuda": lambda index: torch.cuda.is_available()
+        and (index or 0) < torch.cuda.device_count(),
+        "mps": lambda index: torch.backends.mps.is_available(),
+    }
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        device = torch.device("meta")  # not a device: refused below
+    if device.type not in usable:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a device: expected cpu, cuda, cuda:N or mps"
+        )
+    if not usable[device.type](device.index):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not available on this machine"
+        )
+    return device
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (``python -m transformer_book.train``)."""
     parser = argparse.ArgumentParser(
@@ -144,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--lr", type=_positive_float, help="peak learning rate")
     add("--warmup", type=int, help="warmup steps (default: steps // 10)")
     add("--dropout", type=_probability, default=0.0)
-    add("--seed", type=int, default=0)
+    add("--seed", type=_seed, default=0, help="0 <= seed < 2**32")
     add("--preset", choices=runtime.PRESETS,
         help="the book's sizes to start from (default: runtime.preset())")
     add("--out", type=Path,
@@ -159,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also record val_loss every this many steps")
     add("--threads", type=_positive_int,
         help="compute threads per process (torch.set_num_threads)")
-    add("--device", help="cpu, cuda, ... (default: the best available)")
+    add("--device", type=_device,
+        help="cpu, cuda, cuda:N or mps (default: the best available)")
     add("--progress", action=argparse.BooleanOptionalAction, default=None,
         help="tqdm progress on rank 0 (default: when stderr is a terminal)")
     sizes = parser.add_argument_group("model sizes (default: the preset's)")
@@ -173,46 +216,80 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parsed options, with the preset's defaults filled in."""
-    args = build_parser().parse_args(argv)
+def _options(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """Parsed and checked options, with the preset's defaults filled in.
+
+    Every check that needs no data and no process group is here; each
+    failure is ``parser.error`` (the usage line, one error line, exit 2).
+    """
+    args = parser.parse_args(argv)
     preset = args.preset or runtime.preset()
     args.preset = preset
+    args.defaulted = set()  # the options the preset filled in
     for name, value in _DEFAULTS[args.task][preset].items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
+            args.defaulted.add(name)
     if args.warmup is None:
         args.warmup = args.steps // 10
     if not 0 <= args.warmup < args.steps:
-        raise UsageError(
-            f"--warmup must be in [0, --steps), got {args.warmup}"
-        )
+        parser.error(f"--warmup must be in [0, --steps), got {args.warmup}")
     if args.until is not None and args.until > args.steps:
-        raise UsageError(
-            f"--until={args.until} is past --steps={args.steps}"
-        )
+        parser.error(f"--until={args.until} is past --steps={args.steps}")
     if args.resume and args.out is None:
-        raise UsageError("--resume needs --out, the run's folder")
+        parser.error("--resume needs --out, the run's folder")
     if args.checkpoint_every and args.out is None:
-        raise UsageError("--checkpoint-every needs --out")
+        parser.error("--checkpoint-every needs --out")
     if args.d_model % args.num_heads:
-        raise UsageError(
+        parser.error(
             f"--num-heads={args.num_heads} must divide "
             f"--d-model={args.d_model}"
         )
+    if args.task == "vit" and 28 % args.patch_size:
+        parser.error(
+            f"--patch-size={args.patch_size} must divide the image size 28"
+        )
     expected = {"translate": ("numbers",), "vit": ("mnist-5k",)}
     if args.task in expected and args.data not in expected[args.task]:
-        raise UsageError(
+        parser.error(
             f"--data for {args.task} must be {expected[args.task][0]!r}, "
             f"got {args.data!r}"
         )
+    args.text = None  # the text of a --data file
     if args.task == "gpt" and args.data not in _GPT_DATA:
         if not Path(args.data).is_file():
-            raise UsageError(
+            parser.error(
                 f"--data {args.data}: no such file (or use one of "
                 f"{', '.join(_GPT_DATA)})"
             )
+        try:
+            args.text = Path(args.data).read_text(encoding="utf-8")
+        except (OSError, UnicodeError) as error:
+            parser.error(
+                f"--data {args.data} cannot be read as UTF-8 text: {error}"
+            )
+    if args.out is not None:
+        _check_out(parser, args)
     return args
+
+
+def _check_out(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """``--out`` is a folder, created when missing, that takes a file."""
+    out = args.out
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out} is a file, not a folder")
+    if args.resume and not (out / f"{args.task}.pt").is_file():
+        parser.error(f"--resume: no checkpoint at {out / args.task}.pt")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as error:
+        parser.error(f"--out {out} is not writable: {error.strerror}")
 
 
 # --------------------------------------------------------------------------
@@ -233,7 +310,7 @@ def _setup_distributed(args: argparse.Namespace) -> _Dist:
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if args.device is not None:
-        device = torch.device(args.device)
+        device = args.device
     elif launched and torch.cuda.is_available():
         device = torch.device("cuda")
     else:
@@ -302,13 +379,37 @@ class _Task:
     extra: dict[str, Any]
 
 
+def _load(
+    args: argparse.Namespace, load: Callable[..., Any], **kw: Any
+) -> Any:
+    """``load(**kw)``; failing to read or fetch the data is a usage error
+    that names ``--data``."""
+    try:
+        return load(**kw)
+    except (OSError, ValueError, ImportError) as error:
+        default = (
+            f" (the {args.preset} preset's)" if "data" in args.defaulted
+            else ""
+        )
+        raise UsageError(
+            f"--data {args.data}{default} cannot be loaded: {error}"
+        ) from error
+
+
+def _fingerprint(*parts: bytes) -> str:
+    """The SHA-256 of the training data, kept in the checkpoint's extra."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()
+
+
 def _gpt_text(args: argparse.Namespace) -> tuple[str, str]:
     if args.data == "python-docs":
         return data.python_docs_split()
+    text = args.text
     if args.data == "tiny-shakespeare":
-        text = data.tiny_shakespeare()
-    else:
-        text = Path(args.data).read_text(encoding="utf-8")
+        text = _load(args, data.tiny_shakespeare)
     cut = int(0.9 * len(text))
     return text[:cut], text[cut:]
 
@@ -369,7 +470,10 @@ def _gpt_task(args: argparse.Namespace, device: torch.device) -> _Task:
         norm=lambda batch: 1.0,
         tokens=lambda batch: batch.shape[0] * T,
         val_loss=val_loss, tokenizer=tokenizer,
-        extra={"config": config.to_dict()},
+        extra={
+            "config": config.to_dict(),
+            "data": _fingerprint(train_text.encode(), valid_text.encode()),
+        },
     )
 
 
@@ -382,9 +486,9 @@ def _translate_task(
     )
     from transformer_book.tokenization import WordTokenizer
 
-    pairs = data.number_pairs(
-        "en", "fr", start=0, stop=args.stop, valid_fraction=0.0,
-        test_fraction=0.1,
+    pairs = _load(
+        args, data.number_pairs, src="en", tgt="fr", start=0,
+        stop=args.stop, valid_fraction=0.0, test_fraction=0.1,
     )
     rng = random.Random(0)
     train_lists = data.number_lists(pairs.train, _TRANSLATE_LISTS, rng=rng)
@@ -469,14 +573,20 @@ def _translate_task(
         model=model, draw=draw, take=take, loss=loss, norm=target_tokens,
         tokens=lambda batch: sum(len(s) + len(t) for s, t in batch),
         val_loss=val_loss, tokenizer=tokenizer,
-        extra={"config": dataclasses.asdict(config)},
+        extra={
+            "config": dataclasses.asdict(config),
+            "data": _fingerprint(*(
+                f"{en}\t{fr}".encode()
+                for en, fr in train_lists + valid_lists
+            )),
+        },
     )
 
 
 def _vit_task(args: argparse.Namespace, device: torch.device) -> _Task:
     from transformer_book.models import ViT, ViTConfig
 
-    (train_x, train_y), (test_x, test_y) = data.mnist_5k()
+    (train_x, train_y), (test_x, test_y) = _load(args, data.mnist_5k)
     config = ViTConfig(
         image_size=28, patch_size=args.patch_size, d_model=args.d_model,
         num_heads=args.num_heads, num_layers=args.num_layers,
@@ -511,7 +621,12 @@ def _vit_task(args: argparse.Namespace, device: torch.device) -> _Task:
         norm=lambda batch: 1.0,
         tokens=lambda batch: len(batch[0]) * config.num_tokens,
         val_loss=val_loss, tokenizer=None,
-        extra={"config": dataclasses.asdict(config)},
+        extra={
+            "config": dataclasses.asdict(config),
+            "data": _fingerprint(
+                train_x.numpy().tobytes(), train_y.numpy().tobytes()
+            ),
+        },
     )
 
 
@@ -521,6 +636,42 @@ _BUILDERS = {"gpt": _gpt_task, "translate": _translate_task, "vit": _vit_task}
 # --------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------
+
+
+def _check_resume(
+    args: argparse.Namespace,
+    resume: dict[str, Any],
+    extra: dict[str, Any],
+    checkpoint: Path,
+) -> None:
+    """The checkpoint continues this run: same config, data, fewer steps."""
+    saved = resume.get("extra")
+    saved = saved if isinstance(saved, dict) else {}
+    old = saved.get("config")
+    old = old if isinstance(old, dict) else {}
+    changed = ", ".join(
+        f"{key}={old.get(key)!r} there, {value!r} here"
+        for key, value in extra["config"].items() if old.get(key) != value
+    )
+    stop, flag = (args.until, "--until") if args.until else (
+        args.steps, "--steps"
+    )
+    if changed:
+        problem = f"{checkpoint} holds a different config ({changed})"
+    elif saved.get("data", extra["data"]) != extra["data"]:
+        # (a checkpoint of an older version holds no fingerprint)
+        problem = (
+            f"--data {args.data} is not the data {checkpoint} was trained "
+            "on; resume with the run's own --data"
+        )
+    elif stop < resume["step"]:
+        problem = (
+            f"{flag}={stop} is below the checkpoint's step "
+            f"{resume['step']} ({checkpoint})"
+        )
+    else:
+        return
+    raise UsageError(f"--resume: {problem}")
 
 
 def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
@@ -542,15 +693,15 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     resume = None
     if args.resume:
         assert checkpoint is not None
-        if not checkpoint.is_file():
-            raise UsageError(f"--resume: no checkpoint at {checkpoint}")
         try:
             resume = training.load_checkpoint(
                 checkpoint, model=model, optimizer=optimizer,
                 scheduler=scheduler, map_location=dist.device,
             )
-        except ValueError as error:
-            raise UsageError(f"--resume: {error}") from error
+        except (ValueError, OSError) as error:
+            where = "" if str(checkpoint) in str(error) else f" {checkpoint}"
+            raise UsageError(f"--resume{where}: {error}") from error
+        _check_resume(args, resume, task.extra, checkpoint)
         # The schedule spans this run's --steps, which may differ from the
         # interrupted run's (a longer run continues a shorter one).
         schedule = training.WarmupCosine(
@@ -632,24 +783,42 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status.
 
+    A usage error (a bad flag, path, device, data file or resume) exits
+    through ``parser.error``: the usage line and one error line naming the
+    flag on standard error, ``SystemExit(2)``, before the first step.
+
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        0 on success, 2 on a usage error (one line on standard error).
+        0 on success; 1 when writing ``--out`` failed during the run (one
+        line on standard error that says where the last good checkpoint
+        is).
     """
-    try:
-        args = _options(argv)
-    except UsageError as error:
-        print(f"train: error: {error}", file=sys.stderr)
-        return 2
+    parser = build_parser()
+    args = _options(parser, argv)
     dist = _setup_distributed(args)
     try:
         result = _run(args, dist)
     except UsageError as error:
+        if dist.rank != 0:
+            return 2
+        parser.error(" ".join(str(error).split()))
+    except OSError as error:  # a save during the run
+        if args.out is None:
+            raise
         if dist.rank == 0:
-            print(f"train: error: {error}", file=sys.stderr)
-        return 2
+            checkpoint = args.out / f"{args.task}.pt"
+            kept = (
+                f"the last good checkpoint is {checkpoint}"
+                if checkpoint.is_file() else "no checkpoint was saved"
+            )
+            print(
+                f"{parser.prog}: error: writing to --out {args.out} failed "
+                f"({' '.join(str(error).split())}); {kept}",
+                file=sys.stderr,
+            )
+        return 1
     finally:
         if dist.initialized:
             with contextlib.suppress(Exception):
