@@ -20,6 +20,7 @@ no allowed key gives zeros rather than NaN.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import (
+    check_bool,
+    check_float_dtype,
     check_int,
     check_number,
     check_probability,
@@ -39,6 +42,7 @@ from .masks import (
     bottom_right_causal_mask,
     broadcast_mask,
     causal_mask,
+    disallowed_keys,
     disallowed_rows,
     mask_to_bias,
     merge_masks,
@@ -85,7 +89,7 @@ def explicit_attention(enabled: bool = True) -> Iterator[None]:
     """
     global _fused_enabled
     previous = _fused_enabled
-    _fused_enabled = not enabled
+    _fused_enabled = not check_bool("enabled", enabled)
     try:
         yield
     finally:
@@ -113,6 +117,8 @@ def scaled_dot_product_attention(
     where :math:`M` is 0 where attention is allowed and the dtype's minimum
     where it is not (or the float bias given). Rows of the weights sum to 1;
     a query row with no allowed key gets all-zero weights and a zero output.
+    A key that no query may attend to (padding) is ignored completely: its
+    key and value are zeroed first, so a NaN there does not spread.
 
     Args:
         q: queries.
@@ -151,11 +157,16 @@ def scaled_dot_product_attention(
     """
     _check_qkv(q, k, v)
     dropout_p = check_probability("dropout_p", dropout_p)
+    is_causal = check_bool("is_causal", is_causal)
+    return_weights = check_bool("return_weights", return_weights)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     scale = check_number("scale", scale)
-    attn_mask, empty = _prepare_mask(attn_mask, q, k, is_causal)
+    attn_mask, empty, unseen = _prepare_mask(attn_mask, q, k, is_causal)
     is_causal = is_causal and attn_mask is None  # else merged into it
+    if unseen is not None:
+        # 0 * NaN is NaN: a masked key must hold numbers to weigh nothing.
+        k, v = k.masked_fill(unseen, 0.0), v.masked_fill(unseen, 0.0)
 
     weights = None
     if return_weights or not _fused_enabled:
@@ -210,19 +221,20 @@ def _check_qkv(q: Any, k: Any, v: Any) -> None:
 
 def _prepare_mask(
     attn_mask: Tensor | None, q: Tensor, k: Tensor, is_causal: bool
-) -> tuple[Tensor | None, Tensor | None]:
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """Check ``attn_mask``, merge the causal mask into it, find empty rows.
 
-    Returns the mask (bool, or a float bias in ``q``'s dtype) and the rows
-    ``(..., q_len, 1)`` that allow no key (``None`` without a mask: a
-    causal mask alone never empties a row). Those rows are opened up in
-    the returned mask: their softmax would be NaN (or overflow in float16)
-    in some kernels, forward or backward, and their output is replaced by
-    zeros afterwards, so what they attend to does not matter and their
-    gradient is zero.
+    Returns the mask (bool, or a float bias in ``q``'s dtype), the rows
+    ``(..., q_len, 1)`` that allow no key and the keys ``(..., kv_len, 1)``
+    that no query may see (both ``None`` without a mask: a causal mask
+    alone never empties a row or hides a key from every query). The empty
+    rows are opened up in the returned mask: their softmax would be NaN
+    (or overflow in float16) in some kernels, forward or backward, and
+    their output is replaced by zeros afterwards, so what they attend to
+    does not matter and their gradient is zero.
     """
     if attn_mask is None:
-        return None, None
+        return None, None, None
     q_len, kv_len = q.shape[-2], k.shape[-2]
     broadcast_mask(attn_mask, (*q.shape[:-2], q_len, kv_len))
     attn_mask = attn_mask.to(q.device)
@@ -235,9 +247,11 @@ def _prepare_mask(
     # On the mask's own dtype: a float32 minimum cast to float64 is no
     # longer float64's minimum, and the row would look allowed.
     empty = disallowed_rows(attn_mask)
+    unseen = disallowed_keys(attn_mask).transpose(-2, -1)  # (..., kv_len, 1)
     if attn_mask.dtype == torch.bool:
-        return attn_mask | empty, empty
-    return mask_to_bias(attn_mask, q.dtype).masked_fill(empty, 0.0), empty
+        return attn_mask | empty, empty, unseen
+    bias = mask_to_bias(attn_mask, q.dtype).masked_fill(empty, 0.0)
+    return bias, empty, unseen
 
 
 def _zero_rows(x: Tensor, empty: Tensor | None) -> Tensor:
@@ -509,6 +523,8 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.num_heads = _check_heads(d_model, num_heads)
         self.head_dim = d_model // num_heads
         self.dropout = check_probability("dropout", dropout)
+        bias = check_bool("bias", bias)
+        dtype = check_float_dtype("dtype", dtype)
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
@@ -593,6 +609,8 @@ class MultiHeadAttention(nn.Module):
                 or, with a cache, query and key differ in length.
         """
         self._check_inputs(query, key, value)
+        is_causal = check_bool("is_causal", is_causal)
+        need_weights = check_bool("need_weights", need_weights)
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(
                 f"cache must be a KVCache or None, got {type(cache).__name__}"
@@ -654,6 +672,7 @@ class MultiHeadAttention(nn.Module):
                     f"{name} has feature size {t.shape[-1]}, expected "
                     f"d_model={self.d_model}"
                 )
+            _check_param_dtype(name, t, self.q_proj.weight)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 f"query, key and value must have the same batch size, got "
@@ -721,6 +740,22 @@ def _check_heads(d_model: Any, num_heads: Any) -> tuple[int, int]:
     return d_model, num_heads
 
 
+def _check_param_dtype(name: str, x: Tensor, weight: Tensor) -> None:
+    """``x`` must have the dtype of ``weight``, the module's parameters.
+
+    A float64 input and float32 weights fail deep inside a matmul, far
+    from the mistake. Under ``torch.autocast`` the dtypes differ on
+    purpose, and nothing is checked.
+    """
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(
+        x.device.type
+    ):
+        raise TypeError(
+            f"{name} has dtype {x.dtype}, but the parameters are "
+            f"{weight.dtype}; convert one of them with .to()"
+        )
+
+
 def _check_rotary(rotary: Any, head_dim: int) -> nn.Module | None:
     if rotary is None:
         return None
@@ -728,6 +763,15 @@ def _check_rotary(rotary: Any, head_dim: int) -> nn.Module | None:
         raise TypeError(
             f"rotary must be an nn.Module (such as RotaryEmbedding) or "
             f"None, got {type(rotary).__name__}"
+        )
+    forward = inspect.signature(rotary.forward).parameters.values()
+    if not any(
+        p.name == "offset" or p.kind is p.VAR_KEYWORD for p in forward
+    ):
+        raise TypeError(
+            f"rotary must take the queries' position as forward(x, *, "
+            f"offset), as RotaryEmbedding does; {type(rotary).__name__} "
+            f"takes no offset"
         )
     size = getattr(rotary, "head_dim", head_dim)
     if size != head_dim:

@@ -190,7 +190,9 @@ def sample(
         TypeError: if ``logits`` is not a floating tensor or an option has
             the wrong type.
         ValueError: if ``logits`` is not 2-D, ``temperature < 0``,
-            ``top_k < 1`` or ``top_p`` is outside ``(0, 1]``.
+            ``top_k < 1`` or ``top_p`` is outside ``(0, 1]``; or, when
+            sampling (``temperature > 0``), if a row has nothing to draw
+            (every logit ``-inf``, or a NaN).
 
     Example:
         >>> sample(torch.tensor([[0.0, 2.0, 1.0]]), temperature=0)
@@ -214,7 +216,17 @@ def sample(
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
     probs = logits.softmax(dim=-1)
-    draws = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+    try:  # multinomial checks the rows (and syncs) anyway: no extra cost
+        draws = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+    except RuntimeError:
+        bad = ~(probs.isfinite().all(-1) & (probs.sum(-1) > 0))  # (B,)
+        if not bool(bad.any()):
+            raise
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"logits row {row} has nothing to draw: every logit is -inf "
+            f"or one is NaN"
+        ) from None
     return draws.squeeze(-1)  # (B, 1) -> (B,)
 
 
@@ -286,8 +298,11 @@ def beam_search(
             the wrong type.
         ValueError: if ``prefix`` is not 1-D, ``beam_width < 1``,
             ``max_new_tokens < 0``, ``length_penalty < 0``, ``eos_id`` is
-            outside the vocabulary, or ``log_probs_fn`` returns a tensor
-            that is not ``(beams, V)``.
+            outside the vocabulary, ``log_probs_fn`` returns a tensor
+            that is not ``(beams, V)``, or no hypothesis is left: every
+            token of every open one is impossible (``-inf`` or NaN) and
+            none has ended (a hypothesis with no possible token is
+            dropped).
 
     Example:
         >>> table = torch.tensor([[0.6, 0.4], [0.05, 0.95]]).log()
@@ -314,6 +329,10 @@ def beam_search(
         log_probs = _call(log_probs_fn, beams, eos_id)  # (beams, V)
         vocab_size = log_probs.shape[1]
         candidates = totals[:, None] + log_probs.double()  # (beams, V)
+        # topk ranks NaN first: it must not take a possible token's place.
+        candidates = candidates.masked_fill(
+            candidates.isnan(), float("-inf")
+        )
         flat = candidates.flatten()  # (beams, V) -> (beams * V,)
         width = min(beam_width, flat.numel())
         best, index = flat.topk(width)
@@ -331,6 +350,12 @@ def beam_search(
             break
     still_open = zip(beams, totals.tolist(), strict=True)
     finished.extend((seq[start:], total) for seq, total in still_open)
+    if not finished:
+        raise ValueError(
+            f"log_probs_fn gave no possible next token (every "
+            f"log-probability -inf or NaN) for new token "
+            f"{beams.shape[1] - start}, and no hypothesis had ended"
+        )
     scored = [
         (seq, _score(total, seq.shape[0], length_penalty))
         for seq, total in finished

@@ -40,13 +40,19 @@ from torch import Tensor, nn
 from ._checks import (
     check_bool,
     check_choice,
+    check_float_dtype,
     check_int,
     check_number,
     check_probability,
     check_tensor,
 )
 from ._docs import shared_doc
-from .attention import KVCache, MultiHeadAttention, _check_heads
+from .attention import (
+    KVCache,
+    MultiHeadAttention,
+    _check_heads,
+    _check_param_dtype,
+)
 from .masks import broadcast_mask
 
 __all__ = [
@@ -104,14 +110,18 @@ ACTIVATIONS = ("relu", "gelu", "swiglu")
 # --------------------------------------------------------------------------
 
 
-def _check_sequence(name: str, x: Any, d_model: int) -> Tensor:
-    """``x`` must be a float ``(B, T, d_model)`` tensor."""
+def _check_sequence(
+    name: str, x: Any, d_model: int, weight: Tensor | None = None
+) -> Tensor:
+    """``x`` must be a float ``(B, T, d_model)`` tensor (of weight's dtype)."""
     check_tensor(name, x, ndim=3, floating=True)
     if x.shape[-1] != d_model:
         raise ValueError(
             f"{name} has feature size {x.shape[-1]}, expected "
             f"d_model={d_model}"
         )
+    if weight is not None:
+        _check_param_dtype(name, x, weight)
     return x
 
 
@@ -236,6 +246,7 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
+        dtype = check_float_dtype("dtype", dtype)
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(d_model, **factory))
         if check_bool("bias", bias):
@@ -255,7 +266,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise each token of ``x`` over its last dimension."""
-        _check_features(x, self.d_model)
+        _check_features(x, self.d_model, self.weight)
         if _fused_norm:  # the same function in one kernel (explicit_norm)
             return F.layer_norm(
                 x, (self.d_model,), self.weight, self.bias, self.eps
@@ -318,6 +329,7 @@ class RMSNorm(nn.Module):
         if eps is not None:
             eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
         self.eps = eps
+        dtype = check_float_dtype("dtype", dtype)
         self.weight = nn.Parameter(
             torch.empty(d_model, device=device, dtype=dtype)
         )
@@ -352,13 +364,17 @@ class RMSNorm(nn.Module):
         return _copy_norm(cls, module, nn.RMSNorm)
 
 
-def _check_features(x: Any, d_model: int) -> None:
+def _check_features(
+    x: Any, d_model: int, weight: Tensor | None = None
+) -> None:
     check_tensor("x", x, floating=True)
     if x.ndim == 0 or x.shape[-1] != d_model:
         raise ValueError(
             f"x has shape {tuple(x.shape)}, expected a last dimension of "
             f"d_model={d_model}"
         )
+    if weight is not None:
+        _check_param_dtype("x", x, weight)
 
 
 def _check_norm_twin(module: nn.LayerNorm | nn.RMSNorm) -> None:
@@ -433,7 +449,7 @@ class FeedForward(nn.Module):
         factory: dict[str, Any] = {
             "bias": bias,
             "device": device,
-            "dtype": dtype,
+            "dtype": check_float_dtype("dtype", dtype),
         }
         self.up_proj = nn.Linear(d_model, d_ff, **factory)
         self.gate_proj = (
@@ -449,6 +465,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Transform each token of ``x`` alone."""
+        _check_features(x, self.d_model, self.up_proj.weight)
         h = self.up_proj(x)  # (..., d_ff)
         if self.gate_proj is not None:
             h = F.silu(self.gate_proj(x)) * h
@@ -706,7 +723,8 @@ class EncoderLayer(_TransformerLayer):
                 ``attn_mask`` does not broadcast to ``(B, H, T, kv_len)``
                 (``kv_len = T`` plus the cached positions).
         """
-        batch, length, _ = _check_sequence("x", x, self.d_model).shape
+        weight = self.feed_forward.up_proj.weight
+        batch, length, _ = _check_sequence("x", x, self.d_model, weight).shape
         shape = (batch, self.num_heads, length, _kv_len(length, cache))
         _check_mask("attn_mask", attn_mask, shape)
         w = need_weights
@@ -803,8 +821,9 @@ class DecoderLayer(_TransformerLayer):
                 with the same ``B``, or a mask does not broadcast
                 (``kv_len = T`` plus the cached positions).
         """
-        batch, length, _ = _check_sequence("x", x, self.d_model).shape
-        src_len = _check_memory(memory, batch, self.d_model)
+        weight = self.feed_forward.up_proj.weight
+        batch, length, _ = _check_sequence("x", x, self.d_model, weight).shape
+        src_len = _check_memory(memory, batch, self.d_model, weight)
         shape = (batch, self.num_heads, length, _kv_len(length, cache))
         _check_mask("tgt_mask", tgt_mask, shape)
         _check_mask("memory_mask", memory_mask, (*shape[:3], src_len))
@@ -848,9 +867,11 @@ class DecoderLayer(_TransformerLayer):
         return cls._copy(module)
 
 
-def _check_memory(memory: Any, batch: int, d_model: int) -> int:
+def _check_memory(
+    memory: Any, batch: int, d_model: int, weight: Tensor
+) -> int:
     """``memory`` must be ``(batch, S, d_model)``; return ``S``."""
-    _check_sequence("memory", memory, d_model)
+    _check_sequence("memory", memory, d_model, weight)
     if memory.shape[0] != batch:
         raise ValueError(
             f"memory has batch size {memory.shape[0]}, expected {batch} "
@@ -969,6 +990,10 @@ class _LayerStack(nn.Module):
     def _copy(cls: type[_Stack], module: Any) -> _Stack:
         """The body of ``from_torch``: ``module`` is a ``cls._twin``."""
         _check_twin(module, cls._twin)
+        if not len(module.layers):
+            raise ValueError(
+                f"module has no layers; {cls.__name__} needs num_layers >= 1"
+            )
         layers = [cls._layer.from_torch(m) for m in module.layers]
         kwargs = _layer_kwargs(module.layers[0])
         ours = cls(len(layers), **kwargs, final_norm=module.norm is not None)
@@ -1242,6 +1267,7 @@ class Transformer(nn.Module):
             ValueError: if a sequence is not ``(B, ., d_model)`` with one
                 ``B``, or a mask does not broadcast.
         """
+        check_bool("tgt_is_causal", tgt_is_causal)
         memory = self.encode(src, src_mask)
         return self.decode(
             tgt, memory, tgt_mask, memory_mask, tgt_is_causal=tgt_is_causal
@@ -1260,7 +1286,10 @@ class Transformer(nn.Module):
         Returns:
             The encoded source.
         """
-        batch, src_len, _ = _check_sequence("src", src, self.d_model).shape
+        weight = next(self.encoder.parameters())
+        batch, src_len, _ = _check_sequence(
+            "src", src, self.d_model, weight
+        ).shape
         shape = (batch, self.num_heads, src_len, src_len)
         _check_mask("src_mask", src_mask, shape)
         return self.encoder(src, src_mask)
@@ -1291,7 +1320,9 @@ class Transformer(nn.Module):
         Returns:
             The decoded target tokens.
         """
-        _check_sequence("tgt", tgt, self.d_model)
+        weight = next(self.decoder.parameters())
+        _check_sequence("tgt", tgt, self.d_model, weight)
+        check_bool("tgt_is_causal", tgt_is_causal)
         return self.decoder(
             tgt, memory, tgt_mask, memory_mask, is_causal=tgt_is_causal
         )

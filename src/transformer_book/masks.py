@@ -28,6 +28,7 @@ __all__ = [
     "broadcast_mask",
     "causal_mask",
     "check_mask_dtype",
+    "disallowed_keys",
     "disallowed_rows",
     "mask_to_bias",
     "merge_masks",
@@ -348,6 +349,33 @@ def merge_masks(*masks: Tensor | None) -> Tensor | None:
     return merged
 
 
+def _allowed(mask: Tensor) -> Tensor:
+    """``True`` where ``mask`` lets a query see a key."""
+    check_mask_dtype(mask, "mask")
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min
+
+
+def disallowed_keys(mask: Tensor) -> Tensor:
+    """Find the keys of a mask that no query may attend to (padding).
+
+    Attention zeroes their keys and values, so that what they hold, NaN
+    included, cannot reach any output.
+
+    Args:
+        mask: a boolean mask or a float bias, as :func:`disallowed_rows`.
+
+    Shape:
+        - mask: ``(..., q_len, kv_len)``.
+        - returns ``(..., 1, kv_len)``.
+
+    Returns:
+        ``True`` for the keys that every query row blocks.
+    """
+    return ~_allowed(mask).any(dim=-2, keepdim=True)
+
+
 def disallowed_rows(mask: Tensor) -> Tensor:
     """Find the query rows of a mask that allow no key at all.
 
@@ -365,10 +393,5 @@ def disallowed_rows(mask: Tensor) -> Tensor:
     Returns:
         ``True`` for rows in which every key is blocked.
     """
-    check_mask_dtype(mask, "mask")
-    if mask.dtype == torch.bool:
-        allowed = mask
-    else:
-        allowed = mask > torch.finfo(mask.dtype).min
-    return ~allowed.any(dim=-1, keepdim=True)
+    return ~_allowed(mask).any(dim=-1, keepdim=True)
 

@@ -136,6 +136,9 @@ def check_sequences(
 ) -> Tensor:
     """A ``(B, T)`` integer tensor of ids in the vocabulary, ``T`` in range.
 
+    Any integer dtype is accepted; the ids are returned as ``int64``, which
+    ``nn.Embedding`` needs (no copy when they already are).
+
     Raises:
         TypeError: if ``ids`` is not an integer tensor.
         ValueError: if it is not 2-D or empty in time, an id is outside the
@@ -150,7 +153,7 @@ def check_sequences(
             f"{name} has length {length}, longer than "
             f"max_seq_len={max_seq_len}"
         )
-    return ids
+    return ids.long()
 
 
 def key_padding_mask(ids: Tensor, pad_id: int) -> Tensor:

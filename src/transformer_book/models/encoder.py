@@ -174,7 +174,7 @@ class TransformerEncoderModel(nn.Module):
             TypeError, ValueError: as :meth:`forward`.
         """
         c = self.config
-        check_sequences("ids", ids, c.vocab_size, c.max_seq_len)
+        ids = check_sequences("ids", ids, c.vocab_size, c.max_seq_len)
         keep = key_padding_mask(ids, c.pad_id)  # (B, 1, 1, T)
         x = self.position_embedding(self.token_embedding(ids))  # (B, T, D)
         x = self.dropout(self.embedding_norm(x))

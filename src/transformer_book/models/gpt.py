@@ -294,7 +294,7 @@ class GPT(nn.Module):
                 ``-100`` nor in the vocabulary.
         """
         c = self.config
-        offset = self._check_cache(idx, cache)
+        idx, offset = self._check_cache(idx, cache)
         x = self.token_embedding(idx)  # (B, T, d_model)
         if self.position_embedding is not None:
             x = self.position_embedding(x, offset=offset)
@@ -305,7 +305,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.final_norm(x))  # (B, T, vocab_size)
         if targets is None:
             return logits, None
-        _check_targets(targets, idx, c.vocab_size)
+        targets = _check_targets(targets, idx, c.vocab_size)
         loss = F.cross_entropy(
             logits.flatten(0, 1),  # (B, T, V) -> (B*T, V)
             targets.flatten(),  # (B, T) -> (B*T,)
@@ -325,12 +325,11 @@ class GPT(nn.Module):
 
     def _check_cache(
         self, idx: Tensor, cache: Sequence[KVCache] | None
-    ) -> int:
-        """Check ``idx`` (and ``cache``); return the first position."""
+    ) -> tuple[Tensor, int]:
+        """Check ``idx`` (and ``cache``); the ids as int64, first position."""
         c = self.config
         if cache is None:
-            check_sequences("idx", idx, c.vocab_size, c.max_seq_len)
-            return 0
+            return check_sequences("idx", idx, c.vocab_size, c.max_seq_len), 0
         if isinstance(cache, KVCache) or not all(
             isinstance(layer, KVCache) for layer in cache
         ):
@@ -343,7 +342,7 @@ class GPT(nn.Module):
                 f"cache has {len(cache)} entries, expected one per layer "
                 f"(num_layers={c.num_layers})"
             )
-        check_id_tensor("idx", idx, c.vocab_size, ndim=2)
+        idx = check_id_tensor("idx", idx, c.vocab_size, ndim=2).long()
         length = idx.shape[1]
         if length == 0:
             raise ValueError(f"idx has no tokens (shape {tuple(idx.shape)})")
@@ -357,7 +356,7 @@ class GPT(nn.Module):
                 f"idx has length {length} after {used} cached positions: "
                 f"{used + length} is more than max_seq_len={c.max_seq_len}"
             )
-        return offset
+        return idx, offset
 
     @torch.no_grad()
     def generate(
@@ -413,7 +412,7 @@ class GPT(nn.Module):
             - returns ``(B, T + max_new_tokens)``.
 
         Returns:
-            The prompt followed by the new tokens.
+            A new ``int64`` tensor: the prompt followed by the new tokens.
 
         Raises:
             TypeError: if ``idx`` is not an integer tensor or an option
@@ -425,6 +424,7 @@ class GPT(nn.Module):
         """
         c = self.config
         check_id_tensor("idx", idx, c.vocab_size, ndim=2)
+        idx = idx.to(torch.long, copy=True)  # never the caller's tensor
         if idx.shape[1] == 0:
             raise ValueError(f"idx has no tokens (shape {tuple(idx.shape)})")
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -536,14 +536,19 @@ def _residual(block: EncoderLayer) -> list[nn.Linear]:
     return [block.self_attn.out_proj, block.feed_forward.down_proj]
 
 
-def _check_targets(targets: object, idx: Tensor, vocab_size: int) -> None:
+def _check_targets(
+    targets: object, idx: Tensor, vocab_size: int
+) -> Tensor:
+    """``targets`` checked against ``idx``, as int64 ids."""
     targets = check_tensor("targets", targets, ndim=2)
     if targets.shape != idx.shape:
         raise ValueError(
             f"targets has shape {tuple(targets.shape)}, expected "
             f"{tuple(idx.shape)} like idx"
         )
-    if targets.is_floating_point() or targets.dtype.is_complex:
+    if targets.is_floating_point() or targets.dtype.is_complex or (
+        targets.dtype == torch.bool
+    ):
         raise TypeError(f"targets must hold integer ids, got {targets.dtype}")
     bad = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= vocab_size))
     if bool(bad.any()):
@@ -552,3 +557,4 @@ def _check_targets(targets: object, idx: Tensor, vocab_size: int) -> None:
             f"target id {value} is outside the vocabulary "
             f"(vocab_size={vocab_size}) and is not {IGNORE_INDEX}"
         )
+    return targets.long()

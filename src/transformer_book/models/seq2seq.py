@@ -9,7 +9,9 @@ and a generator that scores the target vocabulary, and it builds every mask
 from the token ids itself:
 
 - the encoder's self-attention hides source padding;
-- the decoder's self-attention is causal and hides target padding;
+- the decoder's self-attention is causal: a target token never sees the
+  padding after it, so target padding needs no mask, and a ``pad_id``
+  inside the target (T5 starts the decoder with it) is read as a token;
 - the cross-attention hides source padding.
 
 :meth:`Seq2SeqTransformer.generate` translates: greedy decoding, or beam
@@ -72,8 +74,9 @@ class Seq2SeqTransformerConfig:
             paper's base model has 512 and 2048).
         dropout: dropout on the embeddings, the attention weights and each
             residual branch (training mode only).
-        pad_id: id of padding in both vocabularies; those positions are
-            hidden from every attention.
+        pad_id: id of padding in both vocabularies; source positions
+            that hold it are hidden from every attention (target padding
+            comes last, which the causal decoder never reads early).
         norm_first: pre-LN layers (``True``, easier to train, Xiong et al.,
             2020) or the paper's post-LN (``False``).
         tie_weights: the generator reuses the target-embedding matrix
@@ -212,7 +215,7 @@ class Seq2SeqTransformer(nn.Module):
             TypeError, ValueError: as :meth:`forward`, for ``src``.
         """
         c = self.config
-        check_sequences("src", src, c.src_vocab_size, c.max_seq_len)
+        src = check_sequences("src", src, c.src_vocab_size, c.max_seq_len)
         src_keep = key_padding_mask(src, c.pad_id)  # (B, 1, 1, S)
         memory = self.transformer.encode(
             self._embed(self.src_embedding, src), src_keep
@@ -266,8 +269,9 @@ class Seq2SeqTransformer(nn.Module):
         cached, its keys and values are appended to each layer's cache,
         and it attends to every cached token and to those before it in
         ``tgt``. The logits are those of the full, uncached call at the
-        same positions. Cached decoding does not hide target padding: the
-        tokens fed are the decoder's own.
+        same positions. Neither call masks ``pad_id`` in ``tgt``: the
+        decoder is causal, so padding at the end of a target is never
+        seen by the real tokens before it (and the loss skips it).
 
         Args:
             tgt: target ids so far ``(B, T)``, ``<bos>`` first (after the
@@ -294,7 +298,7 @@ class Seq2SeqTransformer(nn.Module):
                 tokens together exceed ``max_seq_len``.
         """
         c = self.config
-        check_sequences("tgt", tgt, c.tgt_vocab_size, c.max_seq_len)
+        tgt = check_sequences("tgt", tgt, c.tgt_vocab_size, c.max_seq_len)
         offset = self._check_cache(cache)
         check_bool("need_weights", need_weights)
         if offset + tgt.shape[1] > c.max_seq_len:
@@ -303,15 +307,13 @@ class Seq2SeqTransformer(nn.Module):
                 f"positions: {offset + tgt.shape[1]} positions, more than "
                 f"max_seq_len={c.max_seq_len}"
             )
-        # Without a cache, target padding is hidden (merged with the
-        # causal mask); with one, every token fed is real.
-        tgt_keep = None if cache is not None else key_padding_mask(
-            tgt, c.pad_id
-        )
+        # No target padding mask: the causal mask keeps a real token from
+        # the padding after it, and a pad_id among the tokens fed (T5's
+        # start token) must be read, with or without a cache.
         out = self.transformer.decoder(
             self._embed(self.tgt_embedding, tgt, offset),
             memory,
-            tgt_keep,
+            None,
             src_keep,  # the cross-attention hides source padding too
             is_causal=True,
             need_weights=need_weights,
@@ -437,7 +439,7 @@ class Seq2SeqTransformer(nn.Module):
             use_cache,
         )
         c = self.config
-        check_sequences("src", src, c.src_vocab_size, c.max_seq_len)
+        src = check_sequences("src", src, c.src_vocab_size, c.max_seq_len)
         was_training = self.training
         self.eval()
         try:
@@ -501,7 +503,9 @@ class Seq2SeqTransformer(nn.Module):
         )
         check_tensor("src", src, ndim=1)
         c = self.config
-        check_sequences("src", src[None], c.src_vocab_size, c.max_seq_len)
+        src = check_sequences(
+            "src", src[None], c.src_vocab_size, c.max_seq_len
+        )[0]
         was_training = self.training
         self.eval()
         try:
@@ -566,7 +570,7 @@ class Seq2SeqTransformer(nn.Module):
             if cache is not None:
                 logits = self.decode(out[:, -1:], memory, src_keep,
                                      cache=cache)
-            else:  # the whole prefix again; finished rows' padding hidden
+            else:  # the whole prefix again
                 logits = self.decode(out, memory, src_keep)
             next_id = logits[:, -1].argmax(-1).masked_fill(done, pad_id)
             out = torch.cat((out, next_id[:, None]), dim=1)  # (B, t + 1)

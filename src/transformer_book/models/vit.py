@@ -35,6 +35,7 @@ from .._checks import (
     check_probability,
     check_tensor,
 )
+from ..attention import _check_param_dtype
 from ..heads import ClassificationHead
 from ..positional import sinusoidal_encoding
 from ._common import check_config, gelu_encoder, init_normal, resolve_d_ff
@@ -194,6 +195,7 @@ class PatchEmbedding(nn.Module):
                 number of channels.
         """
         _check_images(images, self.image_size, self.in_channels)
+        _check_param_dtype("images", images, self.proj.weight)
         x = self.proj(images)  # (B, d_model, H/P, W/P)
         return x.flatten(2).transpose(1, 2)  # (B, N, d_model)
 
@@ -559,7 +561,8 @@ def attention_rollout(
     top. The result reads the rows the head reads: the ``[CLS]`` row with
     ``pool="cls"`` (its ``[CLS]`` column dropped), the mean of all rows
     with ``pool="mean"``; it is then normalised to sum to 1 over the
-    patches.
+    patches. When nothing flows from the patches (a ``[CLS]`` that only
+    ever attends to itself), the weights are uniform.
 
     Args:
         weights: one ``(B, H, T, T)`` tensor per layer, first layer first
@@ -597,7 +600,9 @@ def attention_rollout(
         flow = rollout[:, 0, 1:]  # (B, N)
     else:
         flow = rollout.mean(dim=1)  # (B, N)
-    return flow / flow.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    total = flow.sum(dim=-1, keepdim=True)  # (B, 1)
+    uniform = torch.full_like(flow, 1.0 / max(flow.shape[-1], 1))
+    return torch.where(total > 0, flow / total.clamp_min(1e-12), uniform)
 
 
 def mean_attention_distance(

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_int, check_tensor
+from .._checks import check_bool, check_choice, check_int, check_tensor
 from .._docs import shared_doc
 
 __all__ = [
@@ -111,7 +111,7 @@ class _TorchTwin(nn.Module):
         super().__init__()
         self.input_size = check_int("input_size", input_size)
         self.hidden_size = check_int("hidden_size", hidden_size)
-        self.bias = bool(bias)
+        self.bias = check_bool("bias", bias)
 
     def reset_parameters(self) -> None:
         """Draw every parameter from U(-1/sqrt(H), 1/sqrt(H)), as PyTorch."""

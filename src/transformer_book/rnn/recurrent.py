@@ -24,7 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_int, check_probability
+from .._checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+)
 from .._docs import shared_doc
 from .cells import (
     _NONLINEARITIES,
@@ -112,7 +117,7 @@ class RNNBase(_TorchTwin):
                 "with num_layers=1",
                 stacklevel=2,
             )
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.num_directions = 2 if bidirectional else 1
 
         H = self.hidden_size
