@@ -113,7 +113,7 @@ def test_bos_equal_to_pad_decodes_the_same_with_and_without_cache():
     "dtype", [torch.uint8, torch.int8, torch.int16, torch.int32]
 )
 def test_models_accept_any_integer_dtype_of_token_ids(dtype):
-    """8: uint8/int16/... ids are converted to long, not passed to Embedding."""
+    """8: uint8/int16/... ids become long before nn.Embedding sees them."""
     gpt = _gpt()
     idx = torch.tensor([[1, 2, 3], [4, 5, 6]])
     expected = gpt(idx, idx)
@@ -148,6 +148,17 @@ def test_models_accept_any_integer_dtype_of_token_ids(dtype):
     torch.testing.assert_close(
         encoder(src.to(dtype)), encoder(src), rtol=0, atol=0
     )
+
+    torch.manual_seed(0)
+    recurrent = rnn.RNNSeq2Seq(
+        rnn.RNNSeq2SeqConfig(11, 9, embed_size=4, hidden_size=6)
+    ).eval()
+    lengths = torch.tensor([3, 2])
+    expected = recurrent(src, lengths, tgt)
+    got = recurrent(src.to(dtype), lengths, tgt.to(dtype))
+    torch.testing.assert_close(got.logits, expected.logits, rtol=0, atol=0)
+    assert recurrent.greedy_decode(src.to(dtype), lengths, 3).tokens.tolist(
+    ) == recurrent.greedy_decode(src, lengths, 3).tokens.tolist()
 
 
 # --------------------------------------------------------------------------

@@ -315,11 +315,12 @@ class BahdanauAttention(nn.Module):
         return context, weights
 
 
-def _check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
-    """Integer ids ``(B, T)`` with ``T >= 1``, inside the vocabulary."""
+def _check_ids(name: str, ids: Tensor, vocab_size: int) -> Tensor:
+    """Integer ids ``(B, T)``, ``T >= 1``, in the vocabulary; as int64."""
     check_id_tensor(name, ids, vocab_size, ndim=2)
     if ids.size(1) == 0:
         raise ValueError(f"{name} has no tokens (shape {tuple(ids.shape)})")
+    return ids.long()
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -470,7 +471,7 @@ class RNNSeq2Seq(nn.Module):
             bool mask ``(B, S)``.
         """
         c = self.config
-        _check_ids("src", src, c.src_vocab_size)
+        src = _check_ids("src", src, c.src_vocab_size)
         mask = self._source_mask(src, src_mask)
         B, S = src.shape
         lengths = mask.sum(-1)  # (B,)
@@ -547,8 +548,8 @@ class RNNSeq2Seq(nn.Module):
             ValueError: if a shape disagrees, an id is outside its
                 vocabulary, or ``src_mask`` is not right-padded.
         """
-        _check_ids("src", src, self.config.src_vocab_size)
-        _check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        src = _check_ids("src", src, self.config.src_vocab_size)
+        tgt_in = _check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         if tgt_in.size(0) != src.size(0):
             raise ValueError(
                 f"tgt_in has batch size {tgt_in.size(0)}, src has "
