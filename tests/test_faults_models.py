@@ -421,3 +421,23 @@ def test_generate_zero_tokens_returns_a_new_tensor():
     assert out is not idx
     out[0, 0] = 7
     assert idx[0, 0] == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_cross_entropy_refuses_targets_that_are_not_indices(dtype):
+    """16: float (or bool) targets are named, not a deep torch error."""
+    from transformer_book.training import cross_entropy
+
+    logits = torch.randn(2, 3, 5)
+    with pytest.raises(TypeError, match=r"targets must hold class indices"):
+        cross_entropy(logits, torch.zeros(2, 3, dtype=dtype))
+
+
+def test_cross_entropy_takes_any_integer_dtype_of_targets():
+    from transformer_book.training import cross_entropy
+
+    logits = torch.randn(2, 3, 5)
+    targets = torch.randint(0, 5, (2, 3))
+    expected = cross_entropy(logits, targets)
+    torch.testing.assert_close(
+        cross_entropy(logits, targets.to(torch.uint8)), expected)

@@ -703,7 +703,7 @@ def cross_entropy(
 
     Shape:
         - logits: ``(..., V)``
-        - targets: ``(...)``, int64
+        - targets: ``(...)``, any integer dtype
 
     Returns:
         The scalar mean loss.
@@ -723,6 +723,13 @@ def cross_entropy(
     """
     logits = check_tensor("logits", logits, floating=True)
     targets = check_tensor("targets", targets)
+    if targets.dtype.is_floating_point or targets.dtype.is_complex or (
+        targets.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"targets must hold class indices (an integer dtype), got "
+            f"{targets.dtype}"
+        )
     if logits.ndim < 2 or logits.shape[:-1] != targets.shape:
         raise ValueError(
             "logits must have shape targets.shape + (V,), got logits "
@@ -735,7 +742,7 @@ def cross_entropy(
     # (..., V) -> (N, V) and (...) -> (N,)
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),
-        targets.reshape(-1),
+        targets.reshape(-1).long(),
         ignore_index=ignore_index,
         label_smoothing=label_smoothing,
     )
