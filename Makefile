@@ -12,6 +12,8 @@ BUILD := _build
 # preset has a cache of its own (scripts/execute_pages.py).
 SRC_HASH := $(BUILD)/.package-hash
 PORT ?= 8000
+# Test processes for `make unit`: one per core.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Where pip finds torch. Empty: pip's configured index (today's behaviour).
 # CI sets PyTorch's CPU wheel index, https://download.pytorch.org/whl/cpu:
 # the registry's plain torch==2.13.0 is the multi-GB CUDA build.
@@ -32,14 +34,17 @@ EXECUTE := $(PY) scripts/execute_pages.py \
 BUILD_VERSION := 1.6.1
 TWINE_VERSION := 7.0.0
 DIST_TOOLS := $(VENV)/.dist-tools-$(BUILD_VERSION)-$(TWINE_VERSION)
+# Stands for the checked sdist and wheel in _build/dist.
+WHEEL := $(BUILD)/dist/.checked
 
-.PHONY: help install book book-strict execute test unit lint typecheck \
-	slow serve clean benchmark workflows smoke dist
+.PHONY: help install book book-strict html-strict execute test check unit \
+	lint typecheck slow serve clean benchmark workflows smoke dist
 
 help:
 	@echo "make book       create .venv, install, execute and build the HTML"
 	@echo "make test       lint, typecheck, unit tests and doctests, strict"
 	@echo "                clean build, build and browser checks"
+	@echo "make check      the inner loop: lint, types, unit tests and doctests"
 	@echo "make lint       ruff on src/, tests/, scripts/ and the pages' code"
 	@echo "make workflows  check .github/workflows against GitHub's schema"
 	@echo "make smoke      every page's gpu branch on this machine, capped"
@@ -55,9 +60,11 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: a looser spec pulls a multi-GB CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0 \
+	# --no-compile: Python compiles what it imports, when it imports it
+	# (compiling all of torch's files up front takes 20 s).
+	$(PY) -m pip install --quiet --no-compile torch==2.13.0 \
 		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(PY) -m pip install --quiet -e '.[book,test]'
+	$(PY) -m pip install --quiet --no-compile -e '.[book,test]'
 	touch $@
 
 # Pre-execute the pages in parallel (jupyter-cache's local-parallel
@@ -70,10 +77,17 @@ book: execute
 	$(VENV)/bin/jupyter-book build . --path-output .
 	$(PY) scripts/execute_pages.py --report
 
-# What CI checks: a clean build, warnings as errors, nitpicky references.
-book-strict: $(STAMP)
-	rm -rf $(BUILD)
-	$(EXECUTE) --hash-file $(SRC_HASH)
+# What CI checks: every page read afresh by Sphinx, warnings as errors,
+# nitpicky references. Sphinx's saved environment and the HTML go (an
+# incremental build would not warn again about an unchanged page); the
+# execution cache stays, so no page executes twice in one `make test`.
+book-strict: execute
+	$(MAKE) --no-print-directory html-strict
+
+# The strict build of the pages executed already (book-strict's second
+# half; `make test` runs it beside the smoke run).
+html-strict: $(STAMP)
+	rm -rf $(BUILD)/html $(BUILD)/.doctrees $(BUILD)/jupyter_execute
 	$(VENV)/bin/jupyter-book build . --path-output . -n -W --keep-going
 	$(PY) scripts/execute_pages.py --report
 
@@ -101,32 +115,53 @@ workflows: $(CHECK_JSONSCHEMA)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# The unit tests and the >>> examples in the package's docstrings.
+# The unit tests and the >>> examples in the package's docstrings, on
+# every core (pytest-xdist).
 unit: $(STAMP) $(CHECK_JSONSCHEMA)
-	$(PY) -m pytest -q -m "not slow" --doctest-modules tests src/transformer_book
+	$(PY) -m pytest -q -n $(JOBS) -m "not slow" --doctest-modules \
+		tests src/transformer_book
 
-# The build machinery, a clean `pip install .`, and the browser check of
-# the site built by book-strict.
-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+# The inner loop, in two minutes: everything but the book and the slow
+# checks, two at a time.
+check: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck unit
 
-test: lint workflows typecheck unit dist book-strict smoke slow
+# The build machinery, the built wheel in a clean venv (after `make
+# dist`), and the browser check of the site built by book-strict; one test
+# file per process, two at a time.
+slow: $(STAMP) $(WHEEL)
+	$(PY) -m pytest -q -n 2 --dist loadfile -m slow
+
+# Two at a time where the work allows (2 cores), the output grouped by
+# target: the checks that execute no page, then the pages, then the strict
+# HTML (one core) beside the smoke run, then the slow checks.
+PARALLEL := $(MAKE) --no-print-directory -j2 --output-sync=target
+test: $(STAMP)
+	+$(PARALLEL) lint workflows typecheck unit dist
+	$(MAKE) --no-print-directory execute
+	+$(PARALLEL) html-strict smoke
+	$(MAKE) --no-print-directory slow
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "run 'make book' first"; exit 1; }
 	$(PYTHON) -m http.server --bind 127.0.0.1 --directory $(BUILD)/html $(PORT)
 
-$(DIST_TOOLS): $(STAMP)
+# After check-jsonschema's install: two pips must not write one venv at once.
+$(DIST_TOOLS): $(STAMP) $(CHECK_JSONSCHEMA)
 	$(PY) -m pip install --quiet build==$(BUILD_VERSION) \
 		twine==$(TWINE_VERSION)
 	touch $@
 
-# The sdist and the wheel, as a release would upload them.
-dist: $(DIST_TOOLS)
+# The sdist and the wheel, as a release would upload them; rebuilt when
+# a file they hold changed.
+dist: $(WHEEL)
+$(WHEEL): $(DIST_TOOLS) pyproject.toml README.md \
+		$(shell find src -type f -not -path '*/__pycache__/*' 2>/dev/null)
 	rm -rf $(BUILD)/dist
 	$(PY) -m build --outdir $(BUILD)/dist .
 	rm -rf build  # setuptools' scratch folder
 	$(VENV)/bin/twine check --strict $(BUILD)/dist/*
+	touch $@
 
 benchmark: $(STAMP)
 	$(PY) benchmarks/attention.py

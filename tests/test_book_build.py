@@ -1,8 +1,10 @@
 """The build machinery: a raising cell fails the build; no stale pages.
 
-Each test builds a throwaway book in a temporary folder with the project's
+One test builds a throwaway book in a temporary folder with the project's
 own ``_config.yml`` and ``scripts/execute_pages.py``, exactly as
-``make book`` does (pre-execute into the cache, then ``jupyter-book build``).
+``make book`` does (pre-execute into the cache, then ``jupyter-book build``),
+and takes it through every case in turn: one book, not one per case, since
+each build costs seconds.
 """
 
 from __future__ import annotations
@@ -98,93 +100,82 @@ def page_html(root: Path) -> str:
 
 
 RAISES = 'raise RuntimeError("this cell is broken")'
+IMPORT_PKG = 'import sys\nsys.path.insert(0, "../src")\nimport pkgx\n'
 
 
-def test_raising_cell_fails_a_clean_build(tmp_path):
-    root = make_book(tmp_path, RAISES)
-    # jupyter-book alone, without the pre-execution step.
+def test_the_build_machinery_on_one_throwaway_book(tmp_path):
+    """One throwaway book goes through every case, in order.
+
+    1. a page that raises fails a clean build, with or without the
+       pre-execution step;
+    2. a package change re-executes the pages (jupyter-book's own cache
+       would serve the stale output);
+    3. a page that fails after it does not make the next run re-execute
+       the pages that passed, and a raising cell keeps failing rebuilds;
+    4. once fixed, only that page runs, and then nothing does.
+    """
+    root = make_book(
+        tmp_path,
+        IMPORT_PKG + 'print(f"value={pkgx.VALUE}")',
+        RAISES,
+    )
+    pkg = root / "src" / "pkgx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("VALUE = 'first'\n")
+
+    # 1. jupyter-book alone, without the pre-execution step, fails ...
     result = build(root)
     assert result.returncode != 0, result.stdout[-2000:]
     assert "this cell is broken" in result.stdout + result.stderr
-    # And the pre-execution step of `make book` stops first.
+    # ... and so does the pre-execution step of `make book`.
     shutil.rmtree(root / "_build")
     result = execute(root)
     assert result.returncode != 0
     assert "this cell is broken" in result.stderr
 
-
-def test_raising_cell_fails_a_rebuild(tmp_path):
-    root = make_book(tmp_path, 'print("fine")')
-    assert make_book_command(root) == 0
-    assert "fine" in page_html(root)
-    write_page(root, RAISES)
-    assert make_book_command(root) != 0
-    # jupyter-book on its own, with the earlier cache in place, fails too.
-    assert build(root).returncode != 0
-    # A second rebuild does not hide the failure either.
-    assert make_book_command(root) != 0
-
-
-def test_package_change_reexecutes_pages(tmp_path):
-    code = (
-        "import sys\n"
-        'sys.path.insert(0, "../src")\n'
-        "import pkgx\n"
-        'print(f"value={pkgx.VALUE}")'
-    )
-    root = make_book(tmp_path, code)
-    pkg = root / "src" / "pkgx"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("VALUE = 'first'\n")
-    assert make_book_command(root) == 0
-    assert "value=first" in page_html(root)
-
-    (pkg / "__init__.py").write_text("VALUE = 'second'\n")
-    # The page's code cells did not change, so jupyter-book's own cache
-    # serves the old output: the stale page this project guards against.
-    assert build(root).returncode == 0
-    assert "value=first" in page_html(root)
-    # `make book` notices the package changed and re-executes.
-    assert make_book_command(root) == 0
-    assert "value=second" in page_html(root)
-    # Nothing changed since: the next run executes nothing.
-    result = execute(root)
-    assert result.returncode == 0
-    assert "0 page(s) to execute" in result.stdout
-
-
-def test_failing_page_does_not_reexecute_passing_pages(tmp_path):
-    """The cache is cleared once per package change, not per failed run."""
-    import_pkg = 'import sys\nsys.path.insert(0, "../src")\nimport pkgx\n'
-    root = make_book(
-        tmp_path,
-        import_pkg + 'print(f"value={pkgx.VALUE}")',
-        import_pkg + "assert pkgx.VALUE == 'first', 'page1 fails'",
-    )
-    pkg = root / "src" / "pkgx"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("VALUE = 'first'\n")
+    # The page is fixed; it checks the package's value.
+    write_page(root, IMPORT_PKG + "assert pkgx.VALUE == 'first', "
+               "'page1 fails'", "page1")
     first = execute(root)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert "2 page(s) to execute" in first.stdout
+    assert "1 page(s) to execute" in first.stdout  # page passed before
+    assert build(root).returncode == 0
+    assert "value=first" in page_html(root)
 
-    # The package changes and page1 now fails: every page runs once ...
+    # 2. The package changes. The pages' code cells did not, so
+    # jupyter-book's own cache serves the old output: the stale page this
+    # project guards against.
     (pkg / "__init__.py").write_text("VALUE = 'second'\n")
+    assert build(root).returncode == 0
+    assert "value=first" in page_html(root)
+    # `make book` notices, and every page runs once; page1 now fails.
     second = execute(root)
     assert second.returncode != 0
     assert "2 page(s) to execute" in second.stdout
     assert "page1 fails" in second.stderr
-    # ... and the next run executes only the failing page, which still
-    # fails, while the page that passed keeps its new output.
+
+    # 3. The next run executes only the failing page, which still fails,
+    # while the page that passed keeps its new output.
     third = execute(root)
     assert third.returncode != 0
     assert "1 page(s) to execute" in third.stdout
     assert "page1 fails" in third.stderr
-    # Once the page is fixed, only it runs, and the book builds with the
-    # output of the new package.
-    write_page(root, import_pkg + "print(pkgx.VALUE)", "page1")
+    # A raising cell fails `make book`, then jupyter-book on its own with
+    # the earlier cache in place, then a second rebuild: never hidden.
+    write_page(root, RAISES, "page1")
+    assert make_book_command(root) != 0
+    assert build(root).returncode != 0
+    assert make_book_command(root) != 0
+
+    # 4. Once the page is fixed, only it runs, and the book builds with
+    # the output of the new package.
+    write_page(root, IMPORT_PKG + "print(pkgx.VALUE)", "page1")
     fourth = execute(root)
     assert fourth.returncode == 0, fourth.stderr[-2000:]
     assert "1 page(s) to execute" in fourth.stdout
     assert build(root).returncode == 0
     assert "value=second" in page_html(root)
+    # Nothing changed since: the next run executes nothing.
+    result = execute(root)
+    assert result.returncode == 0
+    assert "0 page(s) to execute" in result.stdout

@@ -5,6 +5,12 @@ every request to any other host is blocked, so a page that needs a CDN
 (MathJax, fonts, scripts) fails here. Run after ``make book``;
 ``make test`` runs it after the strict build. It never skips: a missing
 Chromium or a missing site is a failure that says what to do.
+
+Each page of the table of contents is loaded once (:func:`visited`, a few
+tabs at a time): that one visit records what the tests then check (console
+errors, off-site requests, images, math, raw role syntax, figures, buttons)
+and takes the page's screenshot. Citations, downloads and search, which
+click or fetch, visit on their own.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ LAUNCH_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # Off-site hosts do not resolve: nothing leaves the machine.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 ]
 
 
@@ -78,31 +86,34 @@ def browser():
 
 
 class Visit:
-    """A browser page that records console errors and blocked requests."""
+    """A browser tab that records console errors and off-site requests.
 
-    def __init__(self, browser, base_url: str) -> None:
+    Chromium resolves no host but 127.0.0.1 (``--host-resolver-rules``),
+    so an off-site request fails; the tab records each one.
+    """
+
+    def __init__(self, context, base_url: str) -> None:
         self.base_url = base_url
-        self.context = browser.new_context(
-            viewport={"width": 1280, "height": 900}
-        )
         self.errors: list[str] = []
         self.blocked: list[str] = []
-        self.context.route("**/*", self._route)
-        self.page = self.context.new_page()
+        self.response = None
+        self.page = context.new_page()
+        self.page.on("request", self._request)
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
 
-    def _route(self, route) -> None:
-        host = urlparse(route.request.url).hostname
-        if host in ("127.0.0.1", None):
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
+    def _request(self, request) -> None:
+        if urlparse(request.url).hostname not in ("127.0.0.1", None):
+            self.blocked.append(request.url)
 
     def _console(self, message) -> None:
         if message.type == "error":
             self.errors.append(message.text)
+
+    def start(self, path: str) -> None:
+        """Begin loading ``path``; wait for the load event later."""
+        self.response = self.page.goto(f"{self.base_url}/{path}",
+                                       wait_until="commit")
 
     def goto(self, path: str) -> None:
         response = self.page.goto(f"{self.base_url}/{path}", wait_until="load")
@@ -116,43 +127,15 @@ class Visit:
         ]
 
 
+def new_context(browser):
+    return browser.new_context(viewport={"width": 1280, "height": 900})
+
+
 @pytest.fixture
 def visit(browser, site_url):
-    v = Visit(browser, site_url)
-    yield v
-    v.context.close()
-
-
-def test_intro_loads_cleanly_with_figure_and_math(visit):
-    visit.goto("book/intro.html")
-    page = visit.page
-    assert "Transformers" in page.title()
-    # MathJax is served by the site itself and typesets the page.
-    page.wait_for_selector("mjx-container", timeout=20_000)
-    assert page.locator("mjx-container").count() >= 3
-    mathjax = page.evaluate(
-        "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
-    )
-    assert mathjax and all(src.startswith(visit.base_url) for src in mathjax)
-    # The figure drawn by the page's code has loaded, numbered and captioned.
-    figures = page.locator("figure img")
-    assert figures.count() >= 1
-    assert page.locator("figure figcaption").count() >= figures.count()
-    widths = figures.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
-    assert all(w > 0 for w in widths), widths
-    # Glued numbers made it into the prose.
-    assert page.locator("span.pasted-text").count() >= 5
-    # ... in the weight of the sentence around them, not bold.
-    weights = page.evaluate(
-        "[...document.querySelectorAll('p .pasted-text')].map(e =>"
-        " [getComputedStyle(e).fontWeight,"
-        " getComputedStyle(e.parentElement).fontWeight])"
-    )
-    assert weights and all(own == around for own, around in weights), weights
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "intro.png"), full_page=True)
-    assert visit.real_errors() == []
-    assert visit.blocked == [], "the page asked for off-site resources"
+    context = new_context(browser)
+    yield Visit(context, site_url)
+    context.close()
 
 
 def chapter_pages() -> list[str]:
@@ -170,6 +153,14 @@ def chapter_pages() -> list[str]:
     for part in toc["parts"]:
         walk(part["chapters"])
     return files
+
+
+def toc_pages() -> list[str]:
+    """The root page and every page under it in ``_toc.yml``."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [f"{toc['root']}.html", *chapter_pages()]
 
 
 # Role syntax that reached the page as text: a role that did not render.
@@ -205,67 +196,165 @@ FIGURE_PROBLEMS_JS = """
 }).filter((p) => p)
 """
 
+BUTTONS = (
+    ".btn-source-repository-button",
+    ".btn-source-issues-button",
+    ".btn-source-edit-button",
+    ".btn-download-source-button",
+    ".btn-download-notebook-button",
+    ".search-button-field",
+)
 
-@pytest.mark.parametrize("path", chapter_pages())
-def test_every_chapter_loads_with_its_figures_and_math(visit, path):
-    """No console error, every image decoded, math typeset offline."""
-    visit.goto(path)
+# Everything a test checks about a loaded page, in one call.
+FACTS_JS = """
+(buttons) => {
+  const count = (selector) => document.querySelectorAll(selector).length;
+  return {
+    title: document.title,
+    widths: [...document.querySelectorAll("article img")]
+      .map((img) => img.naturalWidth),
+    math: count(".math"),
+    typeset: count("mjx-container"),
+    merrors: count("mjx-merror"),
+    mathjax: [...document.scripts].map((s) => s.src)
+      .filter((s) => /mathjax/i.test(s)),
+    figureImages: count("figure img"),
+    captions: count("figure figcaption"),
+    pasted: count("span.pasted-text"),
+    // A pasted number's weight, and the weight of the sentence around it.
+    weights: [...document.querySelectorAll("p .pasted-text")].map((e) =>
+      [getComputedStyle(e).fontWeight,
+       getComputedStyle(e.parentElement).fontWeight]),
+    buttons: Object.fromEntries(buttons.map((b) => [b, count(b)])),
+    cells: count(".cell"),
+    launch: [...document.querySelectorAll(
+      "a[href*='mybinder.org'], a[href*='colab.research.google.com']")]
+      .map((a) => a.href),
+  };
+}
+"""
+
+# MathJax typesets after the load event: wait for its promise.
+TYPESET_JS = """
+() => (window.MathJax && MathJax.startup && MathJax.startup.promise)
+  ? MathJax.startup.promise.then(() => true) : false
+"""
+
+#: Pages loading at once (Chromium renders each in its own process).
+TABS = 3
+
+
+def collect(visit: Visit, path: str) -> dict:
+    """What the tests check about the page ``visit`` has loaded."""
     page = visit.page
-    images = page.locator("article img")
-    widths = images.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
-    assert all(w > 0 for w in widths), (path, widths)
+    response = visit.response
+    facts: dict = {"status": response.status if response else None}
     if page.locator(".math").count():
-        # Attached, not visible: some math sits in closed dropdowns.
-        page.wait_for_selector(
-            "mjx-container", state="attached", timeout=20_000
-        )
-        # No TeX left unrendered: MathJax marks what it could not parse.
-        assert page.locator("mjx-merror").count() == 0, path
+        facts["mathjax_ready"] = page.evaluate(TYPESET_JS)
+    facts.update(page.evaluate(FACTS_JS, list(BUTTONS)))
+    facts["prose"] = page.evaluate(PROSE_TEXT_JS)
+    facts["figure_problems"] = page.evaluate(FIGURE_PROBLEMS_JS)
     name = path.replace("/", "-").removesuffix(".html")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
-    assert visit.real_errors() == [], path
-    assert visit.blocked == [], path
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"),
+                    full_page=path == toc_pages()[0])
+    facts["errors"] = visit.real_errors()
+    facts["blocked"] = list(visit.blocked)
+    return facts
+
+
+@pytest.fixture(scope="module")
+def visited(browser, site_url) -> dict[str, dict]:
+    """Every page of the table of contents, loaded once: its facts.
+
+    The tabs share one context (and its HTTP cache, as a reader's tabs
+    do); each records its own console errors and requests.
+    """
+    context = new_context(browser)
+    facts: dict[str, dict] = {}
+    pending: list[tuple[str, Visit]] = []
+
+    def finish(path: str, visit: Visit) -> None:
+        try:
+            visit.page.wait_for_load_state("load")
+            facts[path] = collect(visit, path)
+        finally:
+            visit.page.close()
+
+    try:
+        for path in toc_pages():
+            visit = Visit(context, site_url)
+            visit.start(path)
+            pending.append((path, visit))
+            if len(pending) == TABS:
+                finish(*pending.pop(0))
+        for path, visit in pending:
+            finish(path, visit)
+    finally:
+        context.close()
+    return facts
+
+
+def test_intro_loads_cleanly_with_figure_and_math(visited, site_url):
+    facts = visited[toc_pages()[0]]
+    assert facts["status"] == 200
+    assert "Transformers" in facts["title"]
+    # MathJax is served by the site itself and typesets the page.
+    assert facts.get("mathjax_ready") is True
+    assert facts["typeset"] >= 3
+    assert facts["mathjax"] and all(
+        src.startswith(site_url) for src in facts["mathjax"])
+    # The figure drawn by the page's code has loaded, numbered and captioned.
+    assert facts["figureImages"] >= 1
+    assert facts["captions"] >= facts["figureImages"]
+    assert all(w > 0 for w in facts["widths"]), facts["widths"]
+    # Glued numbers made it into the prose ...
+    assert facts["pasted"] >= 5
+    # ... in the weight of the sentence around them, not bold.
+    weights = facts["weights"]
+    assert weights and all(own == around for own, around in weights), weights
+    assert facts["errors"] == []
+    assert facts["blocked"] == [], "the page asked for off-site resources"
+
+
+@pytest.mark.parametrize("path", chapter_pages())
+def test_every_chapter_loads_with_its_figures_and_math(visited, path):
+    """No console error, every image decoded, math typeset offline."""
+    facts = visited[path]
+    assert facts["status"] == 200, path
+    assert all(w > 0 for w in facts["widths"]), (path, facts["widths"])
+    if facts["math"]:
+        # Typeset, including math in closed dropdowns, with no TeX left
+        # unrendered (MathJax marks what it could not parse).
+        assert facts["mathjax_ready"] is True, path
+        assert facts["typeset"] > 0, path
+        assert facts["merrors"] == 0, path
+    assert facts["errors"] == [], path
+    assert facts["blocked"] == [], path
     # No role left as raw text ({glue:text}`x`, {cite}`y`, `{...`).
-    text = page.evaluate(PROSE_TEXT_JS)
-    raw = sorted({m.group(0) for m in RAW_ROLE.finditer(text)})
+    raw = sorted({m.group(0) for m in RAW_ROLE.finditer(facts["prose"])})
     assert not raw, (path, raw)
     # Every image is a numbered, captioned figure with alt text in words.
-    assert page.evaluate(FIGURE_PROBLEMS_JS) == [], path
-
-
-def toc_pages() -> list[str]:
-    """The root page and every page under it in ``_toc.yml``."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [f"{toc['root']}.html", *chapter_pages()]
+    assert facts["figure_problems"] == [], path
 
 
 @pytest.mark.parametrize("path", toc_pages())
-def test_every_page_has_its_buttons(visit, path):
+def test_every_page_has_its_buttons(visited, path):
     """Repository, issue, edit, download (.ipynb, .md) and launch buttons."""
-    visit.goto(path)
-    page = visit.page
-    for selector in (
-        ".btn-source-repository-button",
-        ".btn-source-issues-button",
-        ".btn-source-edit-button",
-        ".btn-download-source-button",
-    ):
-        assert page.locator(selector).count() == 1, (path, selector)
+    from test_launch import binder_url
+
+    facts = visited[path]
+    buttons = facts["buttons"]
+    for selector in BUTTONS[:4]:
+        assert buttons[selector] == 1, (path, selector)
     # One search box: the sidebar's, none in the header.
-    assert page.locator(".search-button-field").count() == 1, path
-    if page.locator(".cell").count():
-        # A notebook page: its .ipynb download and its launch buttons.
-        assert page.locator(".btn-download-notebook-button").count() == 1
-        launch = page.locator(
-            "a[href*='mybinder.org'], a[href*='colab.research.google.com']"
-        ).evaluate_all("links => links.map(a => a.href)")
-        assert len(launch) == 1, launch  # Binder; Colab opens no .md page
-        assert all(
-            "transformer-book/transformer-book" in href for href in launch
-        ), launch
+    assert buttons[".search-button-field"] == 1, path
+    if facts["cells"]:
+        # A notebook page: its .ipynb download and one launch button,
+        # Binder's, opening this very page (Colab opens no .md page).
+        assert buttons[".btn-download-notebook-button"] == 1, path
+        page = path.removesuffix(".html") + ".md"
+        assert facts["launch"] == [binder_url(page)], facts["launch"]
 
 
 def test_download_links_resolve_on_the_built_site(visit):

@@ -221,7 +221,9 @@ def server(tmp_path):
     httpd = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), partial(handler, directory=str(root))
     )
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for it (0.5 s by default).
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,),
+                              daemon=True)
     thread.start()
     try:
         yield root, f"http://127.0.0.1:{httpd.server_address[1]}", requests

@@ -39,17 +39,3 @@ def test_the_changelog_has_an_entry_for_the_version():
     for version, _ in releases:
         assert re.search(rf"^\[{re.escape(version)}\]: https://", text,
                          re.MULTILINE), version
-
-
-def test_make_test_builds_and_checks_the_distributions():
-    makefile = (ROOT / "Makefile").read_text()
-    (test,) = re.findall(r"^test:(.*)$", makefile, re.MULTILINE)
-    assert "dist" in test.split()
-    (recipe,) = re.findall(r"^dist:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
-    assert "-m build" in recipe
-    assert "twine check --strict" in recipe
-    # The tools are pinned.
-    assert re.search(r"^BUILD_VERSION := \d+\.\d+", makefile, re.MULTILINE)
-    assert re.search(r"^TWINE_VERSION := \d+\.\d+", makefile, re.MULTILINE)
-    assert "build==$(BUILD_VERSION)" in makefile
-    assert "twine==$(TWINE_VERSION)" in makefile

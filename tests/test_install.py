@@ -1,22 +1,32 @@
-"""`pip install .` in a clean virtual environment gives a working package.
+"""The built wheel installs into a clean environment and works there.
 
-The package needs only its runtime dependencies; the book toolchain comes
-with the ``book`` extra. Slow (a fresh venv), so `make test` runs it with
-the other slow checks.
+``make dist`` builds the wheel (``_build/dist``); this test installs that
+wheel into a fresh virtual environment that holds only the package's
+runtime dependencies: the ones ``pyproject.toml`` declares, and theirs,
+taken from this environment (linked, not downloaded again: torch alone is
+a large wheel). ``pip check`` then proves the declared dependencies are
+met, every module imports, and the book toolchain is absent. The book
+toolchain comes with the ``book`` extra. Slow (a fresh venv), so
+`make test` runs it with the other slow checks, after ``make dist``.
 """
 
 from __future__ import annotations
 
-import os
+import importlib.metadata as metadata
 import subprocess
+import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
+DIST = ROOT / "_build" / "dist"
 
 CHECK = """
 import importlib, importlib.util, pkgutil
@@ -27,7 +37,7 @@ for name in names:
     importlib.import_module(name)
 from transformer_book import runtime
 assert runtime.preset() in ("cpu", "gpu")
-for tool in ("jupyter_book", "myst_nb", "sphinx", "pytest"):
+for tool in ("jupyter_book", "myst_nb", "sphinx", "pytest", "mlxtend"):
     assert importlib.util.find_spec(tool) is None, tool
 from transformer_book.tokenization import BPETokenizer, Tokenizer
 assert issubclass(BPETokenizer, Tokenizer)
@@ -36,38 +46,89 @@ print("file:", transformer_book.__file__)
 """
 
 
-def test_pip_install_in_clean_venv(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
+def runtime_closure(name: str) -> list[metadata.Distribution]:
+    """The distributions ``name`` needs at run time, with no extras."""
+    seen: dict[str, metadata.Distribution] = {}
+    todo = [Requirement(r) for r in metadata.requires(name) or []]
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        key = canonicalize_name(req.name)
+        if key in seen:
+            continue
+        dist = metadata.distribution(req.name)
+        seen[key] = dist
+        todo += [Requirement(r) for r in dist.requires or []]
+    return list(seen.values())
 
+
+def link_distributions(dists: list[metadata.Distribution], to: Path) -> None:
+    """Link each distribution's top-level files and folders into ``to``."""
+    to.mkdir()
+    for dist in dists:
+        site = Path(str(dist.locate_file("")))
+        tops = {Path(str(f)).parts[0] for f in dist.files or []}
+        for top in tops - {".."}:
+            if (site / top).exists() and not (to / top).exists():
+                (to / top).symlink_to(site / top)
+
+
+def built_wheel() -> Path:
+    """The wheel of ``make dist``, checked to hold today's sources."""
+    wheels = sorted(DIST.glob("transformer_book-*.whl"))
+    assert len(wheels) == 1, f"no single wheel in {DIST}: run 'make dist'"
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        shipped = {
+            name: wheel.read(name) for name in wheel.namelist()
+            if name.startswith("transformer_book/") and name.endswith(".py")
+        }
+    src = ROOT / "src"
+    sources = {
+        str(p.relative_to(src)): p.read_bytes()
+        for p in (src / "transformer_book").rglob("*.py")
+    }
+    stale = sorted(set(shipped) ^ set(sources)) + sorted(
+        n for n in set(shipped) & set(sources) if shipped[n] != sources[n]
+    )
+    assert not stale, f"the wheel is stale ({stale[:3]}): run 'make dist'"
+    return wheels[0]
+
+
+def test_the_wheel_installs_and_imports_with_runtime_dependencies_only(
+    tmp_path,
+):
+    wheel = built_wheel()
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    deps = tmp_path / "deps"
+    link_distributions(runtime_closure("transformer-book"), deps)
+    (site,) = (env_dir / "lib").glob("python3*/site-packages")
+    (site / "runtime-deps.pth").write_text(f"{deps}\n")
+
+    def run(*args: str) -> str:
+        result = subprocess.run([str(python), *args], capture_output=True,
+                                text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+        return result.stdout
+
+    # This environment's pip, installing into the new one: no download.
     def pip(*args: str) -> None:
         result = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", *args],
-            capture_output=True,
-            text=True,
+            [sys.executable, "-m", "pip", "--python", str(python),
+             "--quiet", *args],
+            capture_output=True, text=True,
         )
-        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
-    # torch first and pinned, as the Makefile does (a range would fetch a
-    # CUDA build from the index), from TORCH_INDEX_URL when it is set, as
-    # there: CI sets PyTorch's CPU index, where pip's default index holds
-    # the multi-GB CUDA build.
-    index = os.environ.get("TORCH_INDEX_URL", "").strip()
-    pip("torch==2.13.0", *(["--index-url", index] if index else []))
-    pip(str(ROOT))
-    result = subprocess.run(
-        [str(python), "-c", CHECK],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "modules:" in result.stdout
-    # The package came from the new venv's site-packages (a wheel's copy),
-    # not from this checkout's src/ (an editable install or a stray path).
-    (line,) = [s for s in result.stdout.splitlines() if s.startswith("file:")]
+    pip("install", "--no-deps", "--no-index", str(wheel))
+    pip("check")  # every declared dependency is met by the linked ones
+    output = run("-c", CHECK)
+    assert "modules:" in output
+    # The package came from the new venv's site-packages (the wheel's
+    # copy), not from this checkout's src/ (an editable install).
+    (line,) = [s for s in output.splitlines() if s.startswith("file:")]
     location = Path(line.removeprefix("file:").strip()).resolve()
     assert location.is_relative_to(env_dir.resolve()), location
-    assert "site-packages" in location.parts, location
     assert not location.is_relative_to(ROOT), location

@@ -4,21 +4,17 @@ The pages are MyST Markdown (``.md``) notebooks. Binder opens them as
 notebooks through jupytext, given the environment in ``binder/``; Colab
 (and Deepnote, JupyterLite) open only ``.ipynb`` files from a repository,
 so the configuration must not offer them. The fast tests read
-``_config.yml``, ``binder/`` and ``_toc.yml``; the slow one builds a
-throwaway page with the project's configuration and checks the links the
-theme wrote.
+``_config.yml``, ``binder/`` and ``_toc.yml``; the browser check
+(``tests/test_browser.py``) compares every built page's launch link with
+:func:`binder_url`.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,48 +113,3 @@ def test_binder_environment_installs_the_book_extra_and_cpu_torch():
 def test_readme_says_what_a_downloaded_page_needs():
     assert "pip install 'transformer-book[book]'" in (
         ROOT / "README.md").read_text()
-
-
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# A page
-
-```{code-cell} ipython3
-print(1 + 1)
-```
-"""
-
-
-@pytest.mark.slow
-def test_built_page_has_only_the_binder_button_to_the_page(tmp_path):
-    """A throwaway book with the project's configuration (one kernel)."""
-    (tmp_path / "book").mkdir()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "_config.yml", tmp_path)
-    shutil.copy(ROOT / "references.bib", tmp_path)
-    for script in ("execute_pages.py", "author_year_bib.py"):
-        shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
-    (tmp_path / "book" / "page.md").write_text(HEADER)
-    for command in (
-        [sys.executable, "scripts/execute_pages.py"],
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", ".",
-         "--path-output", "."],
-    ):
-        run = subprocess.run(command, cwd=tmp_path, capture_output=True,
-                             text=True)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    html = (tmp_path / "_build" / "html" / "book" / "page.html").read_text()
-    links = re.findall(r'href="(https://[^"]*(?:binder|colab|deepnote)'
-                       r'[^"]*)"', html)
-    assert links == [binder_url("book/page.md")]
-    assert "colab" not in html.lower()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -238,11 +237,3 @@ def test_smoke_run_executes_the_gpu_branch_capped(tmp_path):
     record = cache.get_cached_project_nb(str(tmp_path / "book/capped.md"))
     notebook = cache.get_cache_bundle(record.pk).nb
     assert "gpu {'steps': 3}" in notebook.cells[0].outputs[0]["text"]
-
-
-def test_make_test_runs_the_smoke_run():
-    makefile = (ROOT / "Makefile").read_text()
-    (test,) = re.findall(r"^test:(.*)$", makefile, re.MULTILINE)
-    assert "smoke" in test.split()
-    (recipe,) = re.findall(r"^smoke:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
-    assert "--smoke" in recipe

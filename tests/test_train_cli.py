@@ -272,3 +272,23 @@ def test_train_accumulate_equals_the_whole_batch():
     (losses_1, w_1), (losses_4, w_4) = results
     assert losses_4 == pytest.approx(losses_1, rel=1e-6)
     torch.testing.assert_close(w_4, w_1)
+
+
+@pytest.mark.parametrize("world_size,accumulate", [(2, 1), (2, 2), (4, 2)])
+def test_ranks_share_out_the_global_batch_as_micro_batches_do(
+    world_size, accumulate
+):
+    """N processes of K micro-batches each take the rows that one process
+    of N*K micro-batches takes, in order: what makes a torchrun launch
+    (tests/test_distributed.py) compute the one-process step, for every
+    task (translation's token-weighted loss is the accumulation test's)."""
+    rows = 48
+    ranks = [
+        part
+        for rank in range(world_size)
+        for part in cli._shard(
+            rows, cli._Dist(rank=rank, world_size=world_size), accumulate)
+    ]
+    alone = cli._shard(rows, cli._Dist(), world_size * accumulate)
+    assert ranks == alone
+    assert [i for s in alone for i in range(rows)[s]] == list(range(rows))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +52,6 @@ def uses(job: dict) -> list[str]:
     return [step["uses"] for step in job["steps"] if "uses" in step]
 
 
-def test_both_workflows_pass_the_schema():
-    result = check(WORKFLOWS / "test.yml", WORKFLOWS / "book.yml")
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 # Each breaks book.yml in one way the schema must catch.
 BREAKAGES = {
     # A job without runs-on (a misspelt key).
@@ -86,17 +80,6 @@ def test_a_broken_workflow_fails_the_check(tmp_path):
     report = json.loads(result.stdout)
     failed = {Path(e["filename"]).name for e in report["errors"]}
     assert failed == {path.name for path in broken}
-
-
-def test_make_test_runs_the_schema_check():
-    makefile = (ROOT / "Makefile").read_text()
-    test_target = re.search(r"^test:(.*)$", makefile, re.MULTILINE)
-    assert test_target and "workflows" in test_target.group(1).split()
-    assert "--builtin-schema vendor.github-workflows" in makefile
-    assert re.search(r"check-jsonschema==\$\(CHECK_JSONSCHEMA_VERSION\)",
-                     makefile)
-    assert re.search(r"^CHECK_JSONSCHEMA_VERSION := \d+\.\d+\.\d+$",
-                     makefile, re.MULTILINE)
 
 
 def test_test_workflow_runs_ci_in_debian_as_root_with_cpu_torch():
