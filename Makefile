@@ -60,11 +60,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: a looser spec pulls a multi-GB CUDA build.
-	# --no-compile: Python compiles what it imports, when it imports it
-	# (compiling all of torch's files up front takes 20 s).
-	$(PY) -m pip install --quiet --no-compile torch==2.13.0 \
+	$(PY) -m pip install --quiet torch==2.13.0 \
 		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(PY) -m pip install --quiet --no-compile -e '.[book,test]'
+	$(PY) -m pip install --quiet -e '.[book,test]'
 	touch $@
 
 # Pre-execute the pages in parallel (jupyter-cache's local-parallel
