@@ -60,9 +60,15 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: a looser spec pulls a multi-GB CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0 \
+	# pip compiles bytecode on one core; compileall does it on every core
+	# (where PYTHONDONTWRITEBYTECODE is set, uncompiled modules would be
+	# compiled again by every kernel and test process).
+	$(PY) -m pip install --quiet --no-compile torch==2.13.0 \
 		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(PY) -m pip install --quiet -e '.[book,test]'
+	$(PY) -m pip install --quiet --no-compile -e '.[book,test]'
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c \
+		'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+		> /dev/null || true  # a file that does not compile stays uncached
 	touch $@
 
 # Pre-execute the pages in parallel (jupyter-cache's local-parallel
