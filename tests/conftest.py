@@ -26,6 +26,16 @@ def _seed_and_close_figures():
 
 
 @pytest.fixture
+def one_thread():
+    """One compute thread: tiny models run fastest on one, and steadiest
+    on cores that other tests share."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def no_preset_env(monkeypatch):
     """Remove BOOK_PRESET so the default preset logic applies."""
     monkeypatch.delenv("BOOK_PRESET", raising=False)

@@ -28,12 +28,7 @@ from transformer_book.training import (
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _seed_all(seed: int) -> None:

@@ -19,40 +19,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train_cli import TINY, gpt_args, usage_error
 
 from transformer_book import data, training
 from transformer_book import train as cli
 
-TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1",
-        "--threads", "1", "--device", "cpu", "--preset", "cpu",
-        "--no-progress"]
 WORDS = "the cat sat on the mat and the dog ate the hat. " * 60
 
 
 def write_text(path: Path, text: str = WORDS) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def gpt_args(text_file: Path, *more: str) -> list[str]:
-    return ["gpt", "--data", str(text_file), "--block-size", "16",
-            "--batch-size", "8", *TINY, *more]
-
-
-def usage_error(capsys, argv: list[str]) -> str:
-    """Run ``main(argv)``; check it is a usage error; return its line."""
-    with pytest.raises(SystemExit) as info:
-        cli.main(argv)
-    assert info.value.code == 2
-    captured = capsys.readouterr()
-    err = captured.err
-    assert err.startswith("usage: python -m transformer_book.train")
-    assert "Traceback" not in err
-    lines = err.rstrip("\n").splitlines()
-    errors = [line for line in lines if ": error: " in line]
-    assert errors == [lines[-1]], err  # one error line, the last
-    assert captured.out == ""  # no step trained, no result
-    return errors[0]
 
 
 def train_ok(capsys, argv: list[str]) -> dict:

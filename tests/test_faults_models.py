@@ -33,13 +33,7 @@ from transformer_book.models.vit import ViT, ViTConfig, attention_rollout
 NAN = float("nan")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one thread is faster than several sharing busy cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _gpt() -> GPT:

@@ -44,14 +44,21 @@ def run(capsys, argv: list[str]) -> dict:
 
 
 def usage_error(capsys, argv: list[str]) -> str:
-    """Run main; check it exits as argparse does (usage, one error line)."""
-    with pytest.raises(SystemExit) as exit_info:
+    """Run ``main(argv)``; check it exits as argparse does (the usage
+    line, one error line, the last; no traceback, no result); return the
+    error line."""
+    with pytest.raises(SystemExit) as info:
         cli.main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("usage: ") and "Traceback" not in err
-    assert err.count(": error: ") == 1
-    return err.rstrip("\n").splitlines()[-1]
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("usage: python -m transformer_book.train")
+    assert "Traceback" not in err
+    lines = err.rstrip("\n").splitlines()
+    errors = [line for line in lines if ": error: " in line]
+    assert errors == [lines[-1]], err  # one error line, the last
+    assert captured.out == ""  # no step trained, no result
+    return errors[0]
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
