@@ -254,6 +254,41 @@ def check_token_ids(
     return out
 
 
+def check_integer_tensor(
+    name: str,
+    x: Any,
+    what: str,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+) -> Tensor:
+    """Return ``x`` if it is a tensor of an integer dtype (not bool).
+
+    The error reads "``name`` must hold ``what``, got ``dtype``".
+    """
+    check_tensor(name, x, ndim=ndim)
+    if x.dtype.is_floating_point or x.dtype.is_complex or (
+        x.dtype == torch.bool
+    ):
+        raise TypeError(f"{name} must hold {what}, got {x.dtype}")
+    return x
+
+
+def check_param_dtype(name: str, x: Tensor, weight: Tensor) -> None:
+    """``x`` must have the dtype of ``weight``, the module's parameters.
+
+    A float64 input and float32 weights fail deep inside a matmul, far
+    from the mistake. Under ``torch.autocast`` the dtypes differ on
+    purpose, and nothing is checked.
+    """
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(
+        x.device.type
+    ):
+        raise TypeError(
+            f"{name} has dtype {x.dtype}, but the parameters are "
+            f"{weight.dtype}; convert one of them with .to()"
+        )
+
+
 def check_id_tensor(
     name: str,
     ids: Any,
@@ -273,11 +308,7 @@ def check_id_tensor(
         TypeError: if ``ids`` is not a tensor of an integer dtype.
         ValueError: if its rank is not allowed or an id is out of range.
     """
-    check_tensor(name, ids, ndim=ndim)
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or (
-        ids.dtype == torch.bool
-    ):
-        raise TypeError(f"{name} must hold integer token ids, got {ids.dtype}")
+    check_integer_tensor(name, ids, "integer token ids", ndim=ndim)
     if ids.numel():
         bad = (ids < 0) | (ids >= vocab_size)
         if bool(bad.any()):

@@ -35,6 +35,7 @@ from ._checks import (
     check_float_dtype,
     check_int,
     check_number,
+    check_param_dtype,
     check_probability,
     check_tensor,
 )
@@ -672,7 +673,7 @@ class MultiHeadAttention(nn.Module):
                     f"{name} has feature size {t.shape[-1]}, expected "
                     f"d_model={self.d_model}"
                 )
-            _check_param_dtype(name, t, self.q_proj.weight)
+            check_param_dtype(name, t, self.q_proj.weight)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 f"query, key and value must have the same batch size, got "
@@ -738,22 +739,6 @@ def _check_heads(d_model: Any, num_heads: Any) -> tuple[int, int]:
             f"d_model={d_model} is not divisible by num_heads={num_heads}"
         )
     return d_model, num_heads
-
-
-def _check_param_dtype(name: str, x: Tensor, weight: Tensor) -> None:
-    """``x`` must have the dtype of ``weight``, the module's parameters.
-
-    A float64 input and float32 weights fail deep inside a matmul, far
-    from the mistake. Under ``torch.autocast`` the dtypes differ on
-    purpose, and nothing is checked.
-    """
-    if x.dtype != weight.dtype and not torch.is_autocast_enabled(
-        x.device.type
-    ):
-        raise TypeError(
-            f"{name} has dtype {x.dtype}, but the parameters are "
-            f"{weight.dtype}; convert one of them with .to()"
-        )
 
 
 def _check_rotary(rotary: Any, head_dim: int) -> nn.Module | None:

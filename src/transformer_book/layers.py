@@ -43,16 +43,12 @@ from ._checks import (
     check_float_dtype,
     check_int,
     check_number,
+    check_param_dtype,
     check_probability,
     check_tensor,
 )
 from ._docs import shared_doc
-from .attention import (
-    KVCache,
-    MultiHeadAttention,
-    _check_heads,
-    _check_param_dtype,
-)
+from .attention import KVCache, MultiHeadAttention, _check_heads
 from .masks import broadcast_mask
 
 __all__ = [
@@ -121,7 +117,7 @@ def _check_sequence(
             f"d_model={d_model}"
         )
     if weight is not None:
-        _check_param_dtype(name, x, weight)
+        check_param_dtype(name, x, weight)
     return x
 
 
@@ -374,7 +370,7 @@ def _check_features(
             f"d_model={d_model}"
         )
     if weight is not None:
-        _check_param_dtype("x", x, weight)
+        check_param_dtype("x", x, weight)
 
 
 def _check_norm_twin(module: nn.LayerNorm | nn.RMSNorm) -> None:
@@ -1267,7 +1263,6 @@ class Transformer(nn.Module):
             ValueError: if a sequence is not ``(B, ., d_model)`` with one
                 ``B``, or a mask does not broadcast.
         """
-        check_bool("tgt_is_causal", tgt_is_causal)
         memory = self.encode(src, src_mask)
         return self.decode(
             tgt, memory, tgt_mask, memory_mask, tgt_is_causal=tgt_is_causal

@@ -62,7 +62,12 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
-from transformer_book._checks import check_int, check_number, check_tensor
+from transformer_book._checks import (
+    check_int,
+    check_integer_tensor,
+    check_number,
+    check_tensor,
+)
 from transformer_book._io import load_verified, save_verified
 
 __all__ = [
@@ -722,14 +727,9 @@ def cross_entropy(
         0.3269
     """
     logits = check_tensor("logits", logits, floating=True)
-    targets = check_tensor("targets", targets)
-    if targets.dtype.is_floating_point or targets.dtype.is_complex or (
-        targets.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"targets must hold class indices (an integer dtype), got "
-            f"{targets.dtype}"
-        )
+    targets = check_integer_tensor(
+        "targets", targets, "class indices (an integer dtype)"
+    )
     if logits.ndim < 2 or logits.shape[:-1] != targets.shape:
         raise ValueError(
             "logits must have shape targets.shape + (V,), got logits "

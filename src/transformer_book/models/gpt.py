@@ -27,9 +27,10 @@ from .._checks import (
     check_choice,
     check_id_tensor,
     check_int,
-    check_tensor,
+    check_integer_tensor,
 )
 from .._docs import shared_doc
+from .._io import load_verified
 from ..attention import KVCache
 from ..decoding import (
     _check_temperature,
@@ -502,8 +503,6 @@ class GPT(nn.Module):
                 holds no config and none is given, its config differs from
                 ``config``, or its weights do not fit the config.
         """
-        from .._io import load_verified  # the checkpoints' checked reader
-
         state = load_verified(Path(path), map_location=map_location)
         if not isinstance(state, dict) or "model" not in state:
             raise ValueError(f"{path} is not a training checkpoint")
@@ -540,16 +539,12 @@ def _check_targets(
     targets: object, idx: Tensor, vocab_size: int
 ) -> Tensor:
     """``targets`` checked against ``idx``, as int64 ids."""
-    targets = check_tensor("targets", targets, ndim=2)
+    targets = check_integer_tensor("targets", targets, "integer ids", ndim=2)
     if targets.shape != idx.shape:
         raise ValueError(
             f"targets has shape {tuple(targets.shape)}, expected "
             f"{tuple(idx.shape)} like idx"
         )
-    if targets.is_floating_point() or targets.dtype.is_complex or (
-        targets.dtype == torch.bool
-    ):
-        raise TypeError(f"targets must hold integer ids, got {targets.dtype}")
     bad = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= vocab_size))
     if bool(bad.any()):
         value = int(targets[bad][0])

@@ -32,10 +32,10 @@ from torch import Tensor, nn
 from .._checks import (
     check_choice,
     check_int,
+    check_param_dtype,
     check_probability,
     check_tensor,
 )
-from ..attention import _check_param_dtype
 from ..heads import ClassificationHead
 from ..positional import sinusoidal_encoding
 from ._common import check_config, gelu_encoder, init_normal, resolve_d_ff
@@ -195,7 +195,7 @@ class PatchEmbedding(nn.Module):
                 number of channels.
         """
         _check_images(images, self.image_size, self.in_channels)
-        _check_param_dtype("images", images, self.proj.weight)
+        check_param_dtype("images", images, self.proj.weight)
         x = self.proj(images)  # (B, d_model, H/P, W/P)
         return x.flatten(2).transpose(1, 2)  # (B, N, d_model)
 
