@@ -1,7 +1,7 @@
 """Time MultiHeadAttention against nn.MultiheadAttention (forward+backward).
 
 Both modules hold the same weights (copied with ``from_torch``), run
-self-attention on the same batch with ``need_weights=False``, and are timed
+self-attention on the same batch without returning weights, and are timed
 in the same process with their repeats interleaved, so that a busy machine
 slows both alike. The script prints the median time of each and the ratio
 ours / PyTorch.

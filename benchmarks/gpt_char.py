@@ -57,7 +57,7 @@ from torch import Tensor, nn
 from transformer_book import data
 from transformer_book.models import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer
-from transformer_book.training import count_parameters, train, warmup_cosine
+from transformer_book.training import count_parameters, fit, warmup_cosine
 
 #: The reference copy of the data, beside the repository (served offline).
 REFERENCE_COPY = (
@@ -215,26 +215,6 @@ def mean_loss(
     return total / y.numel()
 
 
-def random_batches(
-    ids: Tensor,
-    block_size: int,
-    batch_size: int,
-    generator: torch.Generator,
-) -> Iterator[tuple[Tensor, Tensor]]:
-    """nanoGPT's ``get_batch``, forever: random windows and their targets.
-
-    Shape:
-        - yields ``(batch_size, block_size)`` inputs and targets.
-    """
-    offsets = torch.arange(block_size)
-    while True:
-        starts = torch.randint(
-            len(ids) - block_size, (batch_size,), generator=generator
-        )
-        index = starts[:, None] + offsets  # (B, T)
-        yield ids[index], ids[index + 1]
-
-
 def optimizer_groups(
     model: nn.Module, weight_decay: float
 ) -> list[dict[str, Any]]:
@@ -301,16 +281,15 @@ def run(
     )
     cap = recipe.max_steps if max_steps is None else max_steps
     generator = torch.Generator().manual_seed(seed)
-    batches = random_batches(
-        train_ids, recipe.block_size, recipe.batch_size, generator
-    )
     state: dict[str, Any] = {"evals": [], "eval_seconds": 0.0, "done": False}
 
     def until_target() -> Iterator[tuple[Tensor, Tensor]]:
         for _ in range(cap):
             if state["done"]:
                 return
-            yield next(batches)
+            yield data.random_windows(
+                train_ids, recipe.block_size, recipe.batch_size, generator
+            )
 
     def step(batch: tuple[Tensor, Tensor]) -> Tensor:
         x, y = batch
@@ -344,7 +323,7 @@ def run(
         return loss
 
     start, cpu_start = time.perf_counter(), time.process_time()
-    history = train(
+    history = fit(
         step,
         until_target(),
         optimizer,

@@ -1,12 +1,13 @@
 """Time LayerNorm's two paths against nn.LayerNorm (forward+backward).
 
-``LayerNorm`` calls PyTorch's fused kernel unless ``explicit_norm()`` asks
-for the written-out formula; the written-out formula takes the variance as
-the mean square of the centred values, because ``x.var`` over a short last
-dimension is slow on a CPU. This script times, on the same tokens:
+``LayerNorm`` calls PyTorch's fused kernel unless its ``fused`` attribute
+is ``False``, which asks for the written-out formula; that formula takes
+the variance as the mean square of the centred values, because ``x.var``
+over a short last dimension is slow on a CPU. This script times, on the
+same tokens:
 
 - ``fused``: ``LayerNorm`` (``F.layer_norm``);
-- ``explicit``: ``LayerNorm`` inside ``explicit_norm()``;
+- ``explicit``: ``LayerNorm`` with ``fused = False``;
 - ``var``: the same formula with ``x.var(dim=-1, correction=0)``;
 - ``torch``: ``nn.LayerNorm``.
 
@@ -31,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_book import runtime
-from transformer_book.layers import LayerNorm, explicit_norm
+from transformer_book.norm import LayerNorm
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,14 +64,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     torch.manual_seed(0)
     x = torch.randn(args.tokens, args.d_model, requires_grad=True)
     ours, theirs = LayerNorm(args.d_model), nn.LayerNorm(args.d_model)
-
-    def explicit(x: Tensor) -> Tensor:
-        with explicit_norm():
-            return ours(x)
+    written_out = LayerNorm(args.d_model)
+    written_out.fused = False  # the formula step by step
 
     paths: dict[str, Callable[[Tensor], Tensor]] = {
         "fused": ours,
-        "explicit": explicit,
+        "explicit": written_out,
         "var": lambda x: _var_formula(ours, x),
         "torch": theirs,
     }

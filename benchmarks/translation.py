@@ -7,10 +7,10 @@ test lists. Training stops at the first evaluation whose greedy exact
 match on all test lists reaches ``--target`` (default 0.99); evaluation
 runs every ``--eval-every`` steps and its time counts.
 
-``--model transformer`` (the default) trains the page's
-``Seq2SeqTransformer`` recipe: post-LN layers (two in the encoder, three
-in the decoder), rotary positions in the self-attention, batches of 16,
-fused AdamW, warmup-cosine schedule, label smoothing 0.1. ``--model rnn``
+``--model transformer`` (the default) trains ``recipes.get("translation")``,
+the page's ``Seq2SeqTransformer``: post-LN layers (two in the encoder,
+three in the decoder), rotary positions in the self-attention, batches of
+16, fused AdamW, warmup-cosine schedule, label smoothing 0.1. ``--model rnn``
 trains Part I's GRU encoder-decoder with additive attention and Part I's
 optimizer (Adam 3e-3, cosine decay, fused as on the page) on the page's
 batches of 16. The
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from typing import Any
 
@@ -42,23 +41,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from transformer_book import data, rnn, training
-from transformer_book.models.seq2seq import (
-    Seq2SeqTransformer,
-    Seq2SeqTransformerConfig,
-)
-from transformer_book.tokenization import WordTokenizer
+from transformer_book import data, recipes, rnn, training
 
-#: The page's transformer recipe (cpu preset): post-LN, rotary
-#: self-attention, small batches.
-TRANSFORMER = dict(
-    d_model=64, num_heads=2, enc_layers=2, dec_layers=3, d_ff=128,
-    norm_first=False, rotary=True, batch_size=16, max_steps=2_000,
-    lr=3e-3, warmup=60, label_smoothing=0.1,
-)
+#: The transformer's steps here: the page's recipe, run to the target.
+MAX_STEPS = 2_000
 #: Part I's RNN with the page's batches of 16 (Part I used 128).
-RNN = dict(embed_size=32, hidden_size=64, batch_size=16, max_steps=1_200,
-           lr=3e-3)
+RNN: dict[str, Any] = dict(embed_size=32, hidden_size=64, batch_size=16,
+                           max_steps=1_200, lr=3e-3)
 
 
 class _Reached(Exception):
@@ -80,94 +69,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def number_task() -> dict[str, Any]:
-    """Part I's data: tokenizers and encoded training and test lists."""
-    pairs = data.number_pairs(
-        "en", "fr", start=0, stop=1_000, valid_fraction=0.0,
-        test_fraction=0.1,
-    )
-    rng = random.Random(0)
-    train_lists = data.number_lists(pairs.train, 400 * 128, rng=rng)
-    test_lists = data.number_lists(pairs.test, 2_000, rng=rng)
-    src_tok = WordTokenizer().train("\n".join(en for en, _ in train_lists))
-    tgt_tok = WordTokenizer().train("\n".join(fr for _, fr in train_lists))
-    task: dict[str, Any] = {"src_tok": src_tok, "tgt_tok": tgt_tok}
-    for name, lists in (("train", train_lists), ("test", test_lists)):
-        task[name + "_src"] = [src_tok.encode(en) for en, _ in lists]
-        task[name + "_tgt"] = [
-            tgt_tok.encode(fr, eos=True) for _, fr in lists
-        ]
-    return task
-
-
-def length_batches(
-    src: list[list[int]], batch: int, steps: int, seed: int
-) -> list[list[int]]:
-    """Batches of indices of similar source length, in shuffled order."""
-    order = list(range(len(src)))
-    chunk = 32 * batch
-    out = []
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: len(src[i]))
-        out += [part[j : j + batch] for j in range(0, len(part), batch)]
-    random.Random(seed).shuffle(out)
-    while len(out) < steps:  # more steps than one pass: repeat it
-        out += out[: steps - len(out)]
-    return out[:steps]
-
-
 def build(
-    name: str, task: dict[str, Any], device: torch.device
-) -> tuple[nn.Module, dict[str, Any]]:
-    src_tok, tgt_tok = task["src_tok"], task["tgt_tok"]
+    name: str, recipe: recipes.Recipe, device: torch.device
+) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The model and its optimizer: the recipe's, or Part I's RNN."""
     if name == "transformer":
-        r = TRANSFORMER
-        config = Seq2SeqTransformerConfig(
-            src_vocab_size=src_tok.vocab_size,
-            tgt_vocab_size=tgt_tok.vocab_size,
-            max_seq_len=64,
-            d_model=r["d_model"],
-            num_heads=r["num_heads"],
-            num_encoder_layers=r["enc_layers"],
-            num_decoder_layers=r["dec_layers"],
-            d_ff=r["d_ff"],
-            pad_id=tgt_tok.pad_id,
-            norm_first=r["norm_first"],
-            rotary=r["rotary"],
-        )
-        return Seq2SeqTransformer(config).to(device), dict(r)
-    r = RNN
-    config_rnn = rnn.RNNSeq2SeqConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        embed_size=r["embed_size"],
-        hidden_size=r["hidden_size"],
-        attention=True,
-        pad_id=tgt_tok.pad_id,
-        bos_id=tgt_tok.bos_id,
-        eos_id=tgt_tok.eos_id,
+        model = recipe.model(seed=None).to(device)
+        return model, recipe.optimizer(model)
+    tgt_tok = recipe.tokenizer
+    config = rnn.RNNSeq2SeqConfig(
+        src_vocab_size=recipe.extras["src_tokenizer"].vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size, embed_size=RNN["embed_size"],
+        hidden_size=RNN["hidden_size"], attention=True,
+        pad_id=tgt_tok.pad_id, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id,
     )
-    return rnn.RNNSeq2Seq(config_rnn).to(device), dict(r)
+    model = rnn.RNNSeq2Seq(config).to(device)
+    return model, torch.optim.Adam(model.parameters(), lr=RNN["lr"],
+                                   fused=True)
 
 
 @torch.no_grad()
 def exact_match(
-    model: nn.Module, task: dict[str, Any], device: torch.device
+    model: Any, recipe: recipes.Recipe, device: torch.device
 ) -> float:
     """Greedy exact match on all test lists."""
-    tgt_tok = task["tgt_tok"]
-    src, tgt = task["test_src"], task["test_tgt"]
+    src_tok, tgt_tok = recipe.extras["src_tokenizer"], recipe.tokenizer
+    lists = recipe.extras["test_lists"]
+    src = [src_tok.encode(en) for en, _ in lists]
+    tgt = [tgt_tok.encode(fr, eos=True) for _, fr in lists]
     correct = []
     for start in range(0, len(src), 500):
-        ids, lens = rnn.pad_batch(
+        ids, lens = data.pad_batch(
             src[start : start + 500], tgt_tok.pad_id, device=device
         )
-        if isinstance(model, Seq2SeqTransformer):
+        if isinstance(model, rnn.RNNSeq2Seq):
+            out = model.greedy_decode(ids, lens, max_len=60).tokens
+        else:
             out = model.generate(
                 ids, 60, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id
             )
-        else:
-            out = model.greedy_decode(ids, lens, max_len=60).tokens
         targets = tgt[start : start + 500]
         for row, target in zip(out.tolist(), targets, strict=True):
             correct.append(row[: len(target)] == target)
@@ -176,52 +116,33 @@ def exact_match(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device(args.device)
-    task = number_task()
+    default = MAX_STEPS if args.model == "transformer" else RNN["max_steps"]
+    steps = args.max_steps or default
+    batch = args.batch_size or RNN["batch_size"]
+    overrides: dict[str, Any] = {"steps": steps, "batch_size": batch}
+    if args.model == "rnn":  # Part I's schedule: a cosine, no warmup
+        overrides.update(warmup=0, label_smoothing=0.0)
+    recipe = recipes.get("translation", "cpu", **overrides)
     torch.manual_seed(args.seed)
-    model, recipe = build(args.model, task, device)
-    steps = args.max_steps or recipe["max_steps"]
-    batch = args.batch_size or recipe["batch_size"]
-    pad_id = task["tgt_tok"].pad_id
-    bos_id = task["tgt_tok"].bos_id
-    train_src, train_tgt = task["train_src"], task["train_tgt"]
-    smoothing = recipe.get("label_smoothing", 0.0)
+    model, optimizer = build(args.model, recipe, device)
+    pad = recipe.tokenizer.pad_id
 
-    def step(idx: list[int]) -> torch.Tensor:
-        src, src_len = rnn.pad_batch(
-            [train_src[i] for i in idx], pad_id, device=device
-        )
-        tgt, _ = rnn.pad_batch(
-            [[bos_id] + train_tgt[i] for i in idx], pad_id, device=device
-        )
-        if isinstance(model, Seq2SeqTransformer):
-            logits = model(src, tgt[:, :-1])
-        else:
-            logits = model(src, src_len, tgt[:, :-1]).logits
-        return training.cross_entropy(
-            logits, tgt[:, 1:], label_smoothing=smoothing,
-            ignore_index=pad_id,
-        )
+    def step(pairs: list) -> torch.Tensor:
+        if isinstance(model, rnn.RNNSeq2Seq):
+            src, src_len = data.pad_batch([s for s, _ in pairs], pad,
+                                          device=device)
+            tgt, _ = data.pad_batch([t for _, t in pairs], pad,
+                                    device=device)
+            return training.cross_entropy(
+                model(src, src_len, tgt[:, :-1]).logits, tgt[:, 1:],
+                ignore_index=pad)
+        return recipe.loss(model, recipe.take(pairs, slice(None), device))
 
-    if args.model == "transformer":
-        optimizer: torch.optim.Optimizer = torch.optim.AdamW(
-            model.parameters(), lr=recipe["lr"], betas=(0.9, 0.98),
-            fused=True,
-        )
-        warmup = min(recipe["warmup"], steps - 1)  # short runs: less
-    else:
-        optimizer = torch.optim.Adam(
-            model.parameters(), lr=recipe["lr"], fused=True
-        )
-        warmup = 0
-    scheduler = training.warmup_cosine(
-        optimizer, warmup_steps=warmup, total_steps=steps
-    )
-    order = length_batches(train_src, batch, steps, args.seed)
-    evaluations: list[tuple[int, float, float]] = []
+    evaluations: list[tuple[Any, float, float]] = []
     start = time.perf_counter()
 
     def evaluate() -> float:
-        accuracy = exact_match(model, task, device)
+        accuracy = exact_match(model, recipe, device)
         if device.type == "cuda":
             torch.cuda.synchronize()
         done = len(evaluations) + 1
@@ -233,13 +154,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return accuracy
 
     try:
-        training.train(
-            step, order, optimizer, scheduler=scheduler, clip_grad_norm=1.0,
+        training.fit(
+            step, recipe.batches(torch.Generator()), optimizer,
+            scheduler=recipe.scheduler(optimizer), clip_grad_norm=1.0,
             eval_fn=evaluate, eval_every=args.eval_every, model=model,
             progress=False,
         )
         model.eval()
-        final = exact_match(model, task, device)
+        final = exact_match(model, recipe, device)
         evaluations.append((steps, final, time.perf_counter() - start))
     except _Reached:
         pass

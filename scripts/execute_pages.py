@@ -10,14 +10,17 @@ This script only adds what the tool cannot do:
    ``pyproject.toml``) would leave stale outputs, and so would a switch of
    ``BOOK_PRESET``: ``BOOK_PRESET=gpu make book`` after a CPU build would
    serve the CPU outputs. ``--hash-file`` records the package hash and the
-   preset (:func:`transformer_book.runtime.preset`) the cache was filled
+   preset (:func:`transformer_book._book.preset`) the cache was filled
    with. When the package changed, the cache and Sphinx's saved
    environment are removed and the new key is recorded at once: the cache
    is cleared once per package change, so a page that fails is executed
    again on the next run, but the pages that passed stay cached. When only
    the preset changed, the cache is kept aside, one per preset
    (``_build/.jupyter_caches/<preset>``), and the new preset's own cache
-   comes back if it was filled with the same package.
+   comes back if it was filled with the same package. A page's sizes
+   file (``gpt.sizes.py`` beside ``gpt.md``) is part of that page's key
+   alone: when it changed, that page's cached outputs are dropped
+   (:func:`drop_resized`), and no other page is executed again.
 2. **One compute thread per core.** The tool starts one kernel per core
    (its pool has no size option), and each kernel would start one compute
    thread per core: the threads would outnumber the cores, and the small
@@ -36,7 +39,7 @@ This script only adds what the tool cannot do:
    page used and the five slowest pages with their execution times.
 6. **Smoke runs** (``--smoke``, ``make smoke``): every page's ``gpu``
    branch on any machine, with ``BOOK_SMOKE=1`` so that pages cap their
-   steps and data (:func:`transformer_book.runtime.smoke_sizes`), into a
+   steps and data (the ``smoke`` entries of their sizes files), into a
    cache of its own (``_build/smoke``, emptied first) that no build reads.
    The numbers mean nothing, so a failed ``assert`` (a page's claim about
    its numbers) is counted, not fatal; any other error fails the run.
@@ -181,6 +184,39 @@ def select_cache(root: Path, hash_file: Path, preset: str) -> bool:
     return True
 
 
+def sizes_file(page: Path) -> Path:
+    """The sizes file of a page: ``gpt.sizes.py`` beside ``gpt.md``."""
+    from transformer_book._book import SIZES_SUFFIX
+
+    return page.with_name(page.stem + SIZES_SUFFIX)
+
+
+def drop_resized(cache: Any, record: Path, pages: list[Path]) -> list[str]:
+    """Drop the cached outputs of the pages whose sizes file changed.
+
+    ``record`` (kept in the cache folder, so each preset's cache has its
+    own) holds the sha256 of each page's sizes file ("" for none) as the
+    cache last saw it; a page it does not know counts as changed.
+
+    Returns:
+        The pages (URIs) whose outputs were dropped.
+    """
+    seen = json.loads(record.read_text()) if record.exists() else {}
+    now = {}
+    for page in pages:
+        path = sizes_file(page)
+        now[str(page)] = (hashlib.sha256(path.read_bytes()).hexdigest()
+                          if path.exists() else "")
+    dropped = []
+    for uri, digest in now.items():
+        cached = cache.get_cached_project_nb(uri)
+        if cached is not None and seen.get(uri) != digest:
+            cache.remove_cache(cached.pk)
+            dropped.append(uri)
+    _write(record, json.dumps(now, indent=1) + "\n")
+    return dropped
+
+
 class _PageWorker(ExecutionWorkerLocalMProc):
     """jupyter-cache's worker; the kernel it starts knows its page.
 
@@ -190,7 +226,7 @@ class _PageWorker(ExecutionWorkerLocalMProc):
 
     @staticmethod
     def execute(project_nb: Any, data: Any) -> Any:
-        from transformer_book.data import PAGE_ENV_VAR
+        from transformer_book._book import PAGE_ENV_VAR
 
         os.environ[PAGE_ENV_VAR] = project_nb.uri
         return ExecutionWorkerLocalMProc.execute(project_nb, data)
@@ -388,9 +424,9 @@ def main() -> int:
 
     # After the report, which does without torch.
     from transformer_book import data
-    from transformer_book.runtime import SMOKE_ENV_VAR
-    from transformer_book.runtime import preset as book_preset
-    from transformer_book.runtime import smoke as book_smoke
+    from transformer_book._book import DATA_LOG_ENV_VAR, SMOKE_ENV_VAR
+    from transformer_book._book import preset as book_preset
+    from transformer_book._book import smoke as book_smoke
 
     if args.smoke:
         os.environ[SMOKE_ENV_VAR] = "1"
@@ -438,6 +474,10 @@ def main() -> int:
             cache.remove_nb_from_project(record.uri)
     for uri in pages:
         cache.add_nb_to_project(uri, read_data=READER)
+    resized = drop_resized(cache, cache_path / "sizes.json", toc)
+    if resized:
+        names = ", ".join(_relative(uri, root) for uri in resized)
+        print(f"sizes changed, executed again: {names}")
     todo = cache.list_unexecuted()
     print(f"{len(todo)} page(s) to execute, up to {kernels} at a time")
     if not todo:
@@ -446,7 +486,7 @@ def main() -> int:
     log = build / ".data-log.jsonl"
     log.unlink(missing_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    os.environ[data.DATA_LOG_ENV_VAR] = str(log)
+    os.environ[DATA_LOG_ENV_VAR] = str(log)
     logger = logging.getLogger("execute_pages")
     logger.setLevel(logging.INFO)
     executor = _Executor(cache=cache, logger=logger)

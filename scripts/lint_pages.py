@@ -6,6 +6,18 @@ page (``book/part/page.ipynb``). The name puts the page under the
 ``book/**`` per-file rules in ``pyproject.toml`` (imports may follow code:
 E402), and ruff reports cell numbers, which jupytext keeps in page order.
 
+It then checks the rules of a page's plumbing (:func:`page_problems`):
+
+- a page with a sizes file (``gpt.sizes.py`` beside ``gpt.md``) fetches it
+  in its first cell, ``SIZES = book.sizes("gpt")``, and ends that cell
+  with ``SIZES`` (the table of the sizes used); a page without one never
+  calls ``book.sizes``; no page writes a ``SIZES`` dict of its own;
+- thread settings and smoke runs are never visible: no ``set_num_threads``,
+  ``BOOK_SMOKE`` or ``book.smoke()`` outside hidden cells;
+- a cell whose output is removed and that draws (``plotting.``, ``plt.``)
+  is a figure cell: it is tagged ``hide-input``;
+- every sizes file under ``book/`` belongs to a page and reads cleanly.
+
 Usage: python scripts/lint_pages.py [PAGE ...] [--root DIR] [--fix]
 Without pages, every ``.md`` page with a kernel under ``ROOT/book`` is
 checked. The exit status is non-zero when any page has a finding.
@@ -15,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +86,61 @@ def lint_page(page: Path, name: str) -> subprocess.CompletedProcess:
     )
 
 
+HIDDEN = {"remove-cell", "remove-input"}
+DRAWS = re.compile(r"\b(plotting|plt)\.")
+NEVER_VISIBLE = re.compile(r"set_num_threads|BOOK_SMOKE|book\.smoke\(")
+SIZES_CALL = re.compile(r"book\.sizes\(([^)]*)\)")
+
+
+def page_problems(page: Path) -> list[str]:
+    """The page's breaches of the plumbing rules (see the module doc)."""
+    import jupytext
+
+    from transformer_book._book import SIZES_SUFFIX, read_sizes
+
+    cells = [c for c in jupytext.read(page).cells if c.cell_type == "code"]
+    sizes = page.with_name(page.stem + SIZES_SUFFIX)
+    problems = []
+    fetch = f'SIZES = book.sizes("{page.stem}")'
+    for index, cell in enumerate(cells):
+        tags = set(cell.metadata.get("tags", []))
+        source = cell.source
+        where = f"code cell {index + 1}"
+        if not tags & HIDDEN and NEVER_VISIBLE.search(source):
+            problems.append(f"{where}: thread settings and smoke runs "
+                            "belong in the sizes file or a hidden cell")
+        if ("remove-output" in tags and "hide-input" not in tags
+                and DRAWS.search(source)):
+            problems.append(f"{where} draws a figure: tag it hide-input")
+        if re.search(r"^SIZES = (\{|dict\()", source, re.MULTILINE):
+            problems.append(f"{where}: sizes live in {sizes.name}")
+        for call in SIZES_CALL.findall(source):
+            if index > 0 or call != f'"{page.stem}"' or not sizes.exists():
+                problems.append(f"{where}: book.sizes({call}); expected "
+                                f"{fetch} in the first cell, {sizes.name}")
+    if sizes.exists():
+        lines = cells[0].source.strip().splitlines() if cells else []
+        if fetch not in lines or lines[-1] != "SIZES":
+            problems.append(f"the first cell fetches the sizes ({fetch}) "
+                            "and ends with SIZES, which shows them")
+        try:
+            read_sizes(sizes)
+        except (SyntaxError, ValueError) as error:
+            problems.append(f"{sizes.name}: {error}")
+    return problems
+
+
+def orphan_sizes(root: Path) -> list[Path]:
+    """Sizes files under ``root/book`` with no page beside them."""
+    from transformer_book._book import SIZES_SUFFIX
+
+    return sorted(
+        path for path in (root / "book").rglob(f"*{SIZES_SUFFIX}")
+        if not path.with_name(
+            path.name.removesuffix(SIZES_SUFFIX) + ".md").exists()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pages", nargs="*", type=Path)
@@ -89,12 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     for page in pages:
         name = page.relative_to(root).with_suffix(".ipynb").as_posix()
         result = lint_page(page, name)
-        if result.returncode != 0:
+        problems = page_problems(page)
+        if result.returncode != 0 or problems:
             failed += 1
             report = result.stdout.strip() or result.stderr.strip()
+            report = "\n".join([report] * (result.returncode != 0)
+                               + [f"{name}: {p}" for p in problems])
             print(f"{page.relative_to(root)}:\n{report}\n")
+    orphans = orphan_sizes(root)
+    for path in orphans:
+        print(f"{path.relative_to(root)}: no page beside it")
     print(f"{len(pages) - failed} of {len(pages)} page(s) clean")
-    return 1 if failed else 0
+    return 1 if failed or orphans else 0
 
 
 if __name__ == "__main__":

@@ -8,17 +8,35 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_book.analysis import capture_attention
 from transformer_book.attention import (
     MultiHeadAttention,
-    explicit_attention,
-    fused_attention_enabled,
+    _fused_attention,
     scaled_dot_product_attention,
+    set_fused,
 )
 from transformer_book.masks import causal_mask, mask_to_bias, padding_mask
 from transformer_book.positional import RotaryEmbedding, alibi_bias
 
 F64 = torch.float64
 MASK_KINDS = ("none", "bool", "float", "padding", "causal", "causal+padding")
+
+
+def _fused(q, k, v, mask=None, *, is_causal=False):
+    """PyTorch's kernel behind the written-out path's masking rules."""
+    return _fused_attention(q, k, v, mask, is_causal, 0.0)
+
+
+# The two paths of attention: each test below runs on both.
+PATHS = {"fused": _fused, "written-out": scaled_dot_product_attention}
+
+
+def _with_weights(mha, *args, **kwargs):
+    """The output of one call and the weights capture_attention records."""
+    with capture_attention(mha) as maps:
+        out = mha(*args, **kwargs)
+    (weights,) = maps
+    return out, weights
 
 
 def _random_config(rng: random.Random) -> dict:
@@ -106,8 +124,8 @@ def test_matches_torch_multihead_attention(seed):
             average_attn_weights=False,
         )
         expected = seq_first(expected)
-        out, weights = ours(
-            query, key, value, mask, is_causal=is_causal, need_weights=True
+        out, weights = _with_weights(
+            ours, query, key, value, mask, is_causal=is_causal
         )
         fused = ours(query, key, value, mask, is_causal=is_causal)
         assert out.shape == (b, q_len, cfg["d_model"])
@@ -190,7 +208,7 @@ def test_from_torch_rejects_unsupported_configs(kwargs, match):
 
 
 def test_from_torch_rejects_other_modules():
-    with pytest.raises(TypeError, match="module must be nn.MultiheadAtt"):
+    with pytest.raises(TypeError, match="module must be a torch.nn.Multi"):
         MultiHeadAttention.from_torch(nn.Linear(4, 4))
 
 
@@ -221,11 +239,8 @@ def _path_masks():
 def test_explicit_path_equals_fused_path(kind, is_causal):
     q, k, v = _qkv()
     mask = _path_masks()[kind]
-    fused = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
-    with explicit_attention():
-        explicit = scaled_dot_product_attention(
-            q, k, v, mask, is_causal=is_causal
-        )
+    fused = _fused(q, k, v, mask, is_causal=is_causal)
+    explicit = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
     out, _ = scaled_dot_product_attention(
         q, k, v, mask, is_causal=is_causal, return_weights=True
     )
@@ -238,19 +253,39 @@ def test_paths_agree_in_float32_and_for_mha():
     mha = MultiHeadAttention(16, 4)
     x = torch.randn(2, 9, 16)
     fused = mha(x, x, x, is_causal=True)
-    with explicit_attention():
-        explicit = mha(x, x, x, is_causal=True)
+    mha.fused = False
+    explicit = mha(x, x, x, is_causal=True)
     torch.testing.assert_close(explicit, fused, rtol=1e-5, atol=1e-6)
 
 
-def test_explicit_attention_switch_nests_and_restores():
-    assert fused_attention_enabled()
-    with explicit_attention():
-        assert not fused_attention_enabled()
-        with explicit_attention(False):
-            assert fused_attention_enabled()
-        assert not fused_attention_enabled()
-    assert fused_attention_enabled()
+def test_the_path_is_chosen_per_instance():
+    torch.manual_seed(0)
+    first, second = MultiHeadAttention(8, 2), MultiHeadAttention(8, 2)
+    x = torch.randn(1, 3, 8, requires_grad=True)
+    first.fused = False
+    grad_fn = type(first(x, x, x).grad_fn).__name__
+    assert "Scaled" not in grad_fn and second.fused
+    layers = torch.nn.Sequential(first, second)
+    assert set_fused(layers, False) is layers
+    assert not first.fused and not second.fused
+    set_fused(layers, True)
+    assert first.fused and second.fused
+    with pytest.raises(TypeError, match="fused must be a bool"):
+        set_fused(layers, 0)
+
+
+def test_capture_attention_restores_and_nests():
+    mha = MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 3, 8, dtype=F64)
+    with capture_attention(mha) as outer:
+        mha(x, x, x)
+        with capture_attention(mha) as inner:
+            mha(x, x, x, is_causal=True)
+        mha(x, x, x)
+    assert len(outer) == 2 and len(inner) == 1
+    assert mha.captured is None
+    mha(x, x, x)
+    assert len(outer) == 2
 
 
 def test_weights_are_distributions_and_masked_keys_get_zero():
@@ -288,10 +323,9 @@ def test_fully_masked_row_gives_zeros_and_finite_gradients(mask_type):
             ~allowed, float("-inf")
         ),
     }[mask_type]
-    for explicit in (False, True):
+    for attend in PATHS.values():
         q_ = q.clone().requires_grad_(True)
-        with explicit_attention(explicit):
-            out = scaled_dot_product_attention(q_, k, v, mask)
+        out = attend(q_, k, v, mask)
         assert torch.isfinite(out).all()
         assert (out[:, :, 1] == 0).all()
         assert (out[:, :, 0] != 0).any()
@@ -307,9 +341,9 @@ def test_fully_masked_padding_row_in_mha():
     mha = MultiHeadAttention(8, 2, bias=False).double()
     x = torch.randn(2, 3, 8, dtype=F64, requires_grad=True)
     pad = padding_mask([3, 0], max_len=3)  # the second sequence is empty
-    for need_weights in (False, True):
-        result = mha(x, x, x, pad, need_weights=need_weights)
-        out = result[0] if need_weights else result
+    for fused in (True, False):
+        mha.fused = fused
+        out = mha(x, x, x, pad)
         assert torch.isfinite(out).all()
         # Without biases, an empty attention row gives exactly zero.
         assert (out[1] == 0).all()
@@ -323,10 +357,10 @@ def test_causal_attention_ignores_the_future():
     x = torch.randn(2, 7, 12, dtype=F64)
     changed = x.clone()
     changed[:, 4:] = torch.randn(2, 3, 12, dtype=F64)
-    for explicit in (False, True):
-        with explicit_attention(explicit):
-            before = mha(x, x, x, is_causal=True)
-            after = mha(changed, changed, changed, is_causal=True)
+    for fused in (True, False):
+        mha.fused = fused
+        before = mha(x, x, x, is_causal=True)
+        after = mha(changed, changed, changed, is_causal=True)
         torch.testing.assert_close(before[:, :4], after[:, :4])
         assert not torch.allclose(before[:, 4:], after[:, 4:])
 
@@ -353,7 +387,7 @@ def test_cross_attention_with_different_lengths():
     query = torch.randn(2, 3, 8, dtype=F64)
     memory = torch.randn(2, 11, 8, dtype=F64)
     pad = padding_mask([11, 5], max_len=11)
-    out, weights = mha(query, memory, memory, pad, need_weights=True)
+    out, weights = _with_weights(mha, query, memory, memory, pad)
     assert out.shape == (2, 3, 8)
     assert weights.shape == (2, 4, 3, 11)
     assert (weights[1, ..., 5:] == 0).all()
@@ -461,42 +495,42 @@ def test_rejects_wrong_rank():
 def test_rejects_wrong_feature_size():
     mha = MultiHeadAttention(8, 2)
     x = torch.randn(2, 4, 8)
-    with pytest.raises(ValueError, match="query has feature size 6"):
+    with pytest.raises(ValueError, match=r"query has shape \(2, 4, 6\)"):
         mha(torch.randn(2, 4, 6), x, x)
-    with pytest.raises(ValueError, match="value has feature size 4"):
+    with pytest.raises(ValueError, match=r"value has shape \(2, 4, 4\)"):
         mha(x, x, torch.randn(2, 4, 4))
 
 
 def test_rejects_mismatched_key_value_and_batch():
     mha = MultiHeadAttention(8, 2)
     x = torch.randn(2, 4, 8)
-    with pytest.raises(ValueError, match="key and value must have the same"):
+    with pytest.raises(ValueError, match=r"value has shape \(2, 5, 8\)"):
         mha(x, x, torch.randn(2, 5, 8))
-    with pytest.raises(ValueError, match="same batch size"):
+    with pytest.raises(ValueError, match=r"key has shape \(3, 4, 8\)"):
         mha(x, torch.randn(3, 4, 8), torch.randn(3, 4, 8))
 
 
 def test_rejects_non_tensor_input():
     mha = MultiHeadAttention(8, 2)
-    with pytest.raises(TypeError, match="query must be a Tensor"):
+    with pytest.raises(TypeError, match="query must be a floating tensor"):
         mha([[0.0] * 8], torch.randn(1, 1, 8), torch.randn(1, 1, 8))
 
 
 def test_sdpa_rejects_mismatched_q_k_features():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="q and k must have the same"):
+    with pytest.raises(ValueError, match=r"k has shape \(2, 3, 6, 3\)"):
         scaled_dot_product_attention(q, k[..., :3], v)
 
 
 def test_sdpa_rejects_mismatched_k_v_lengths():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="k and v must have the same"):
+    with pytest.raises(ValueError, match=r"v has shape \(2, 3, 2, 7\)"):
         scaled_dot_product_attention(q, k, v[..., :2, :])
 
 
 def test_sdpa_rejects_low_rank_and_integer_inputs():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="q must have at least 2 dims"):
+    with pytest.raises(ValueError, match="q must be 2-D or 3-D or 4-D"):
         scaled_dot_product_attention(q[0, 0, 0], k, v)
     with pytest.raises(TypeError, match="v must be a floating tensor"):
         scaled_dot_product_attention(q, k, v.long())
@@ -504,7 +538,7 @@ def test_sdpa_rejects_low_rank_and_integer_inputs():
 
 def test_sdpa_rejects_mismatched_batch_dims():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="same leading"):
+    with pytest.raises(ValueError, match=r"k has shape \(2, 3, 6, 5\), exp"):
         scaled_dot_product_attention(q[:1], k, v)
 
 
@@ -516,7 +550,7 @@ def test_sdpa_rejects_bad_mask():
 
 def test_sdpa_rejects_mixed_dtypes():
     q, k, v = _qkv()
-    with pytest.raises(TypeError, match="same dtype"):
+    with pytest.raises(TypeError, match="k has dtype torch.float32, but q is"):
         scaled_dot_product_attention(q, k.float(), v)
 
 
@@ -526,10 +560,9 @@ def test_fully_masked_row_low_precision(dtype):
     allowed = torch.rand(4, 6) < 0.5
     allowed[2] = False
     for mask in (allowed, mask_to_bias(allowed, dtype)):
-        for explicit in (False, True):
+        for attend in PATHS.values():
             q_ = q.clone().requires_grad_(True)
-            with explicit_attention(explicit):
-                out = scaled_dot_product_attention(q_, k, v, mask)
+            out = attend(q_, k, v, mask)
             out.float().sum().backward()
             assert (out[:, :, 2] == 0).all()
             assert torch.isfinite(out).all()
@@ -547,9 +580,8 @@ def test_one_dimensional_mask_of_kv_len(dtype):
     allowed = torch.tensor([True, False, True, True, False, True])
     mask = allowed if dtype == torch.bool else mask_to_bias(allowed, F64)
     expected = scaled_dot_product_attention(q, k, v, mask.expand(4, 6))
-    for explicit in (False, True):
-        with explicit_attention(explicit):
-            out = scaled_dot_product_attention(q, k, v, mask)
+    for attend in PATHS.values():
+        out = attend(q, k, v, mask)
         torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     out, weights = scaled_dot_product_attention(
         q, k, v, mask, is_causal=True, return_weights=True
@@ -570,9 +602,8 @@ def test_narrow_float_mask_blocks_rows(mask_dtype, q_dtype):
     allowed[1] = False
     allowed[2, 3:] = False
     bias = mask_to_bias(allowed, mask_dtype)
-    for explicit in (False, True):
-        with explicit_attention(explicit):
-            out = scaled_dot_product_attention(q, k, v, bias)
+    for attend in PATHS.values():
+        out = attend(q, k, v, bias)
         assert (out[:, :, 1] == 0).all()
         torch.testing.assert_close(
             out, scaled_dot_product_attention(q, k, v, allowed)
@@ -662,7 +693,7 @@ def test_rotary_mha_equals_the_page_attention(scheme):
     x = torch.randn(3, 11, d_model, dtype=F64)
     bias = alibi_bias(heads, 11, dtype=F64) if scheme == "ALiBi" else None
     expected, expected_w = page(x)
-    out, weights = ours(x, x, x, bias, is_causal=True, need_weights=True)
+    out, weights = _with_weights(ours, x, x, x, bias, is_causal=True)
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(weights, expected_w, rtol=1e-12, atol=1e-12)
     fused = ours(x, x, x, bias, is_causal=True)
@@ -694,7 +725,7 @@ def test_rotary_is_applied_to_queries_and_keys_only():
 def test_rotary_must_fit_the_head_size():
     with pytest.raises(ValueError, match="rotary has head_dim=8"):
         MultiHeadAttention(16, 4, rotary=RotaryEmbedding(8))
-    with pytest.raises(TypeError, match="rotary must be an nn.Module"):
+    with pytest.raises(TypeError, match="rotary must be a RotaryEmbedding"):
         MultiHeadAttention(16, 4, rotary=lambda t: t)
 
 

@@ -88,22 +88,6 @@ def test_mean_loss_runs_in_eval_mode(bench):
     assert bench.mean_loss(model, x, y) == bench.mean_loss(model, x, y)
 
 
-def test_random_batches_are_shifted_windows_and_seeded(bench):
-    ids = torch.arange(50)
-
-    def first(seed):
-        gen = torch.Generator().manual_seed(seed)
-        return next(bench.random_batches(ids, 6, 4, gen))
-
-    x, y = first(0)
-    assert x.shape == y.shape == (4, 6)
-    assert torch.equal(y, x + 1)  # arange: the next id is id + 1
-    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(4, 5).long())
-    assert int(y.max()) <= 49
-    assert torch.equal(first(0)[0], x)
-    assert not torch.equal(first(1)[0], x)
-
-
 def test_optimizer_groups_decay_only_matrices(bench):
     model = GPT(GPTConfig(vocab_size=10, max_seq_len=6, d_model=8,
                           num_heads=2, num_layers=2, bias=False))

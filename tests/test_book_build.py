@@ -112,7 +112,9 @@ def test_the_build_machinery_on_one_throwaway_book(tmp_path):
        would serve the stale output);
     3. a page that fails after it does not make the next run re-execute
        the pages that passed, and a raising cell keeps failing rebuilds;
-    4. once fixed, only that page runs, and then nothing does.
+    4. once fixed, only that page runs, and then nothing does;
+    5. a page's sizes file: its table is shown, and a change to it
+       executes that page again.
     """
     root = make_book(
         tmp_path,
@@ -179,3 +181,22 @@ def test_the_build_machinery_on_one_throwaway_book(tmp_path):
     result = execute(root)
     assert result.returncode == 0
     assert "0 page(s) to execute" in result.stdout
+
+    # 5. A page sized by a file beside it shows the sizes it used in a
+    # table; tuning the file executes that page again, and only it.
+    sizes = root / "book" / "page1.sizes.py"
+    sizes.write_text('cpu = {"steps": 12}\ngpu = {"steps": 3456}\n')
+    write_page(root, "from transformer_book import _book as book\n\n"
+               'SIZES = book.sizes("page1")\nSIZES', "page1")
+    fifth = execute(root)
+    assert fifth.returncode == 0, fifth.stderr[-2000:]
+    assert "1 page(s) to execute" in fifth.stdout
+    sizes.write_text('cpu = {"steps": 78}\ngpu = {"steps": 3456}\n')
+    sixth = execute(root)
+    assert sixth.returncode == 0, sixth.stderr[-2000:]
+    assert "sizes changed, executed again: book/page1.md" in sixth.stdout
+    assert "1 page(s) to execute" in sixth.stdout
+    assert build(root).returncode == 0
+    html = (root / "_build" / "html" / "book" / "page1.html").read_text()
+    assert "Sizes of this build: the cpu preset" in html
+    assert "<code>steps</code></td><td><code>78</code>" in html

@@ -25,16 +25,20 @@ from transformer_book._checks import (
     check_even,
     check_float_dtype,
     check_id_tensor,
+    check_instance,
     check_int,
     check_number,
     check_probability,
+    check_shape,
     check_tensor,
     check_tensor_like,
     check_token_ids,
+    check_twin,
 )
 
 T = torch.tensor([1.0, 2.0])
 IDS = torch.tensor([[0, 4], [2, 1]])
+RELU = torch.nn.ReLU()
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ CASES = [
     bad(check_float_dtype, "arg", torch.long, error=TypeError,
         match="arg must be a floating dtype, got torch.int64"),
     bad(check_float_dtype, "arg", "float32", error=TypeError,
-        match="arg must be a torch.dtype, got str"),
+        match="arg must be a floating dtype, got 'float32'"),
     ok(check_float_dtype, "arg", torch.float16, result=torch.float16),
     bad(check_float_dtype, "arg", torch.bool, error=TypeError,
         match="arg must be a floating dtype, got torch.bool"),
@@ -177,6 +181,31 @@ CASES = [
         match="arg must be a bool, got str"),
     bad(check_bool, "arg", None, error=TypeError,
         match="arg must be a bool, got NoneType"),
+    # check_instance: the value back, or a TypeError saying what it is.
+    ok(check_instance, "arg", T, torch.Tensor, result=T),
+    bad(check_instance, "arg", 3, str, error=TypeError,
+        match="arg must be a str, got int"),
+    bad(check_instance, "arg", None, (int, float), "a number",
+        error=TypeError, match="arg must be a number, got NoneType"),
+    # check_shape: a floating tensor of a shape (None: any size).
+    ok(check_shape, "arg", T, (None,), "(N,)", result=T),
+    ok(check_shape, "arg", T, (2,), "(N,)", like=T, result=T),
+    bad(check_shape, "arg", T, (3,), "(N,)", error=ValueError,
+        match=r"arg has shape \(2,\), expected \(N,\) = \(3\)"),
+    bad(check_shape, "arg", T, (2, None), "(N, M)", error=ValueError,
+        match="arg must be 2-D"),
+    bad(check_shape, "arg", T, (2,), "(N,)", like=T.double(),
+        error=TypeError, match="arg has dtype torch.float32, but the param"),
+    bad(check_shape, "arg", IDS, (2, 2), "(N, N)", error=TypeError,
+        match="arg must be a floating tensor"),
+    # check_twin: a PyTorch module that from_torch copies exactly.
+    ok(check_twin, RELU, torch.nn.ReLU,
+       lambda m: {"inplace=True": m.inplace}, result=RELU),
+    bad(check_twin, torch.nn.ReLU(), torch.nn.GELU, error=TypeError,
+        match="module must be a torch.nn.GELU, got ReLU"),
+    bad(check_twin, torch.nn.ReLU(inplace=True), torch.nn.ReLU,
+        lambda m: {"inplace=True": m.inplace}, error=ValueError,
+        match="module has inplace=True, which this class does not"),
     # check_tensor_like: what torch.as_tensor converts; never a string.
     ok(check_tensor_like, "arg", T, "numbers", result=T),
     bad(check_tensor_like, "arg", "12", "numbers", error=TypeError,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from transformer_book import _book as book
 from transformer_book import data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,11 +156,11 @@ def test_data_log_records_the_outermost_call_and_the_page(
     tmp_path, monkeypatch
 ):
     log = tmp_path / "data-use.jsonl"
-    monkeypatch.delenv(data.DATA_LOG_ENV_VAR, raising=False)
+    monkeypatch.delenv(book.DATA_LOG_ENV_VAR, raising=False)
     data.python_docs_split(0.1)
     assert not log.exists()  # no log unless asked for
-    monkeypatch.setenv(data.DATA_LOG_ENV_VAR, str(log))
-    monkeypatch.setenv(data.PAGE_ENV_VAR, "book/sequences/x.md")
+    monkeypatch.setenv(book.DATA_LOG_ENV_VAR, str(log))
+    monkeypatch.setenv(book.PAGE_ENV_VAR, "book/sequences/x.md")
     data.python_docs_split(0.1)  # calls python_docs_text: one record
     data.number_pairs(stop=30, cache=False)
     records = [json.loads(line) for line in log.read_text().splitlines()]

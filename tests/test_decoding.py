@@ -1,4 +1,4 @@
-"""Decoding: top-k and top-p filters, sampling, greedy and beam search."""
+"""Decoding: top-k and top-p filters, sampling, the generate loop, beams."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from transformer_book.decoding import (
     beam_search,
-    greedy_search,
+    generate,
     sample,
     top_k_filter,
     top_p_filter,
@@ -168,7 +168,7 @@ def _random_model(vocab_size: int, seed: int):
                          generator=gen, dtype=torch.float64) * 2)
     table = table.log_softmax(-1)
 
-    def log_probs_fn(tokens: torch.Tensor) -> torch.Tensor:
+    def log_probs_fn(tokens: torch.Tensor, parents=None) -> torch.Tensor:
         prev2 = tokens[:, -2] if tokens.shape[1] > 1 else tokens[:, -1]
         return table[prev2, tokens[:, -1]]
 
@@ -219,9 +219,9 @@ def test_beam_width_one_is_greedy(seed, eos_id):
     expected, total = _greedy(fn, prefix, 8, eos_id)
     assert tokens.tolist() == expected
     assert score == pytest.approx(total)
-    g_tokens, g_score = greedy_search(fn, prefix, max_new_tokens=8,
-                                      eos_id=eos_id)
-    assert g_tokens.tolist() == expected and g_score == pytest.approx(total)
+    # The generate loop at temperature 0 picks the same tokens.
+    out = generate(fn, prefix[None], 8, temperature=0, eos_id=eos_id)
+    assert out[0, 2:].tolist() == expected
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
@@ -247,11 +247,11 @@ def test_beam_beats_greedy_on_a_hand_made_distribution():
         dtype=torch.float64,
     ).log()
 
-    def fn(tokens):
+    def fn(tokens, parents=None):
         return table[tokens[:, -1]]
 
     prefix = torch.tensor([2])
-    greedy, _ = greedy_search(fn, prefix, max_new_tokens=2)
+    greedy = generate(fn, prefix[None], 2, temperature=0)[0, 1:]
     assert greedy.tolist() == [1, 0]  # 0.6 * 0.5 = 0.30
     hyps = beam_search(fn, prefix, beam_width=2, max_new_tokens=2)
     assert hyps[0][0].tolist() == [0, 1]  # 0.4 * 0.95 = 0.38
@@ -267,7 +267,7 @@ def test_length_penalty_formula_and_eos_handling():
     ).log()
     start = torch.tensor([[0.5, 0.5]], dtype=torch.float64).log()
 
-    def fn(tokens):
+    def fn(tokens, parents):
         if tokens.shape[1] == 1:
             return start.expand(tokens.shape[0], 2)
         return table[tokens[:, -1]]
@@ -313,7 +313,7 @@ def test_beam_search_edge_cases_and_bad_inputs():
     with pytest.raises(TypeError, match="integer"):
         beam_search(fn, prefix.float(), beam_width=2, max_new_tokens=2)
     with pytest.raises(ValueError, match=r"\(beams, V\)"):
-        beam_search(lambda t: torch.zeros(5, 4), prefix, beam_width=2,
+        beam_search(lambda t, p: torch.zeros(5, 4), prefix, beam_width=2,
                     max_new_tokens=2)
 
 
@@ -323,11 +323,12 @@ def test_gpt_greedy_generate_equals_width_one_beam():
     model = GPT(config).double().eval()
     prompt = torch.tensor([3, 1, 4])
 
-    def fn(tokens):
+    def fn(tokens, parents):
         return model(tokens)[0][:, -1].log_softmax(-1)
 
     with torch.no_grad():
-        tokens, _ = greedy_search(fn, prompt, max_new_tokens=6)
+        (tokens, _), = beam_search(fn, prompt, beam_width=1,
+                                   max_new_tokens=6)
     generated = model.generate(prompt[None], 6, temperature=0)
     assert torch.equal(generated[0, 3:], tokens)
 
@@ -343,7 +344,7 @@ def test_encoder_decoder_decodes_through_the_same_search():
     with torch.no_grad():
         memory, src_keep = model.encode(src)
 
-        def fn(tgt):
+        def fn(tgt, parents=None):
             beams = tgt.shape[0]
             logits = model.decode(
                 tgt,
@@ -352,8 +353,8 @@ def test_encoder_decoder_decodes_through_the_same_search():
             )
             return logits[:, -1].log_softmax(-1)
 
-        tokens, _ = greedy_search(fn, torch.tensor([bos]),
-                                  max_new_tokens=8, eos_id=eos)
+        tokens = generate(fn, torch.tensor([[bos]]), 8, temperature=0,
+                          eos_id=eos)[0, 1:]
         # Teacher forcing on the greedy output picks the same tokens.
         tgt = torch.cat((torch.tensor([bos]), tokens))[None, :-1]
         assert torch.equal(model(src, tgt)[0].argmax(-1), tokens)
@@ -367,3 +368,64 @@ def test_encoder_decoder_decodes_through_the_same_search():
             assert score == pytest.approx(float(total))
             assert new[-1] == eos or len(new) == 8
     assert len(hyps) == 3
+
+
+def test_beam_search_gives_each_hypothesis_its_parent_row():
+    fn = _random_model(4, 3)
+    calls = []
+
+    def step(tokens, parents):
+        calls.append((tokens, parents))
+        return fn(tokens)
+
+    beam_search(step, torch.tensor([1, 2]), beam_width=3, max_new_tokens=5,
+                eos_id=EOS)
+    assert calls[0][1].tolist() == [0]  # the prefix, one row
+    for (before, _), (after, parents) in zip(calls, calls[1:], strict=False):
+        assert parents.shape == (after.shape[0],)
+        assert torch.equal(after[:, :-1], before[parents])
+
+
+def test_generate_pads_after_eos_and_stops_when_every_row_ended():
+    # Row 0 writes eos at once; row 1 counts up, reaching eos (5) later.
+    def step(tokens):
+        logits = torch.full((2, 6), -5.0)
+        logits[0, 5] = 0.0
+        logits[1, (tokens[1, -1] + 1).clamp(max=5)] = 0.0
+        return logits
+
+    prompt = torch.tensor([[0], [2]], dtype=torch.int32)
+    out = generate(step, prompt, 10, temperature=0, eos_id=5, pad_id=4)
+    assert out.tolist() == [[0, 5, 4, 4], [2, 3, 4, 5]]
+    assert out.dtype == torch.int64
+    out = generate(step, prompt, 2, temperature=0)  # no eos: every step
+    assert out.tolist() == [[0, 5, 5], [2, 3, 4]]
+    prompt = prompt.long()
+    same = generate(step, prompt, 0)  # a new tensor, even with no step
+    assert torch.equal(same, prompt) and same.data_ptr() != prompt.data_ptr()
+
+
+def test_generate_samples_with_the_options_of_sample():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+
+    def step(tokens):
+        return logits.expand(tokens.shape[0], -1)
+
+    prompt = torch.zeros(500, 1, dtype=torch.long)
+    out = generate(step, prompt, 2, top_k=2,
+                   generator=torch.Generator().manual_seed(0))
+    assert set(out[:, 1:].flatten().tolist()) == {0, 1}
+    again = generate(step, prompt, 2, top_k=2,
+                     generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, again)
+    for kwargs, error in [({"temperature": -1.0}, ValueError),
+                          ({"top_k": 0}, ValueError),
+                          ({"top_p": 1.5}, ValueError),
+                          ({"max_new_tokens": -1}, ValueError),
+                          ({"tokens": prompt.float()}, TypeError),
+                          ({"tokens": prompt[:, 0]}, ValueError)]:
+        name = next(iter(kwargs))
+        args = {"tokens": prompt, "max_new_tokens": 2, **kwargs}
+        with pytest.raises(error, match=name):
+            generate(step, args.pop("tokens"), args.pop("max_new_tokens"),
+                     **args)

@@ -7,18 +7,21 @@ own cache), so ``BOOK_PRESET=gpu make book`` after a CPU build never
 serves CPU outputs. The key logic is tested on its own (fast, no kernel);
 one slow test executes a tiny page, sized the way the book's pages are,
 under both presets (``BOOK_PRESET`` forced), on the CPU.
+
+A page's sizes file (``page.sizes.py`` beside ``page.md``) is part of that
+page's key alone: changing it executes that page again, and no other.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "execute_pages.py"
@@ -107,7 +110,7 @@ def test_an_old_key_without_a_preset_clears_the_cache(tmp_path):
     assert cache_in_use(tmp_path) is None
 
 
-# A page sized as the book's pages are: one SIZES dict per preset.
+# Pages sized as the book's pages are: a sizes file beside each.
 PAGE = """---
 kernelspec:
   display_name: Python 3
@@ -118,15 +121,23 @@ kernelspec:
 # A tiny page
 
 ```{code-cell} ipython3
-from transformer_book import runtime
+from transformer_book import _book as book
 
-SIZES = {
-    "cpu": dict(d_model=8, steps=2),
-    "gpu": dict(d_model=512, steps=4000),
-}[runtime.preset()]
-print(f"preset={runtime.preset()} sizes={SIZES}")
+SIZES = book.sizes("NAME")
+print(f"preset={book.preset()} sizes={dict(SIZES)}")
 ```
 """
+SIZES_FILE = (
+    'cpu = {"d_model": 8, "steps": 2}\ngpu = {"d_model": 512, "steps": 4000}\n'
+)
+
+
+def write_page(root: Path, name: str, sizes: str = SIZES_FILE) -> Path:
+    (root / "book").mkdir(exist_ok=True)
+    (root / "book" / f"{name}.sizes.py").write_text(sizes)
+    page = root / "book" / f"{name}.md"
+    page.write_text(PAGE.replace("NAME", name))
+    return page
 
 
 def run_execute(root: Path, preset: str) -> subprocess.CompletedProcess:
@@ -140,12 +151,12 @@ def run_execute(root: Path, preset: str) -> subprocess.CompletedProcess:
     )
 
 
-def page_output(root: Path) -> str:
-    """The cached stdout of the tiny page."""
+def page_output(root: Path, name: str = "page") -> str:
+    """The cached stdout of a tiny page."""
     from jupyter_cache import get_cache
 
     cache = get_cache(str(root / "_build" / ".jupyter_cache"))
-    uri = str(root / "book" / "page.md")
+    uri = str(root / "book" / f"{name}.md")
     record = cache.get_cached_project_nb(uri)
     assert record is not None, "the page has no cached outputs"
     notebook = cache.get_cache_bundle(record.pk).nb
@@ -158,22 +169,34 @@ def page_output(root: Path) -> str:
 
 @pytest.mark.slow
 def test_forced_gpu_preset_resizes_a_page_and_reexecutes_it(tmp_path):
-    """Kernels start three times: with the build tests, in `make slow`."""
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "page.md").write_text(PAGE)
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    """Kernels start six times: with the build tests, in `make slow`."""
+    write_page(tmp_path, "page")
+    write_page(tmp_path, "other")
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/page\nchapters:\n  - file: book/other\n")
 
     cpu = run_execute(tmp_path, "cpu")
     assert cpu.returncode == 0, cpu.stderr[-2000:]
     assert "preset: cpu" in cpu.stdout
-    assert "1 page(s) to execute" in cpu.stdout
+    assert "2 page(s) to execute" in cpu.stdout
     assert "preset=cpu sizes={'d_model': 8, 'steps': 2}" in page_output(
         tmp_path)
+
+    # A page's sizes changed: that page alone is executed again.
+    (tmp_path / "book" / "page.sizes.py").write_text(
+        SIZES_FILE.replace('"steps": 2', '"steps": 3'))
+    resized = run_execute(tmp_path, "cpu")
+    assert resized.returncode == 0, resized.stderr[-2000:]
+    assert "sizes changed, executed again: book/page.md\n" in resized.stdout
+    assert "1 page(s) to execute" in resized.stdout
+    assert "sizes={'d_model': 8, 'steps': 3}" in page_output(tmp_path)
+    assert "sizes={'d_model': 8, 'steps': 2}" in page_output(
+        tmp_path, "other")
 
     # Same code cells, other preset: executed again, with the gpu sizes.
     gpu = run_execute(tmp_path, "gpu")
     assert gpu.returncode == 0, gpu.stderr[-2000:]
-    assert "1 page(s) to execute" in gpu.stdout
+    assert "2 page(s) to execute" in gpu.stdout
     assert "preset=gpu sizes={'d_model': 512, 'steps': 4000}" in (
         page_output(tmp_path))
 
@@ -181,7 +204,53 @@ def test_forced_gpu_preset_resizes_a_page_and_reexecutes_it(tmp_path):
     back = run_execute(tmp_path, "cpu")
     assert back.returncode == 0, back.stderr[-2000:]
     assert "0 page(s) to execute" in back.stdout
-    assert "preset=cpu" in page_output(tmp_path)
+    assert "preset=cpu sizes={'d_model': 8, 'steps': 3}" in page_output(
+        tmp_path)
+
+
+def test_a_changed_sizes_file_drops_only_its_pages_outputs(tmp_path):
+    """No kernel: outputs are cached by hand, as an executor would."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache.main import CacheBundleIn
+
+    cache = get_cache(str(tmp_path / "cache"))
+    pages = [write_page(tmp_path, name) for name in ("a", "b")]
+    (tmp_path / "book" / "b.sizes.py").unlink()  # b has no sizes file
+    for page in pages:
+        cache.add_nb_to_project(str(page), read_data=execute_pages.READER)
+
+    def execute_all() -> None:
+        for record in cache.list_unexecuted():
+            nb = cache.get_project_notebook(record.uri).nb
+            cache.cache_notebook_bundle(CacheBundleIn(nb, record.uri),
+                                        check_validity=False)
+
+    def unexecuted() -> list[str]:
+        return sorted(Path(r.uri).name for r in cache.list_unexecuted())
+
+    record = tmp_path / "cache" / "sizes.json"
+    drop = execute_pages.drop_resized
+    execute_all()
+    # Outputs cached before any record of their sizes: not trusted.
+    assert len(drop(cache, record, pages)) == 2
+    assert unexecuted() == ["a.md", "b.md"]
+    execute_all()
+    assert drop(cache, record, pages) == []
+    assert unexecuted() == []
+    # Only a's sizes change: only a runs again, with the same code cells.
+    (tmp_path / "book" / "a.sizes.py").write_text(SIZES_FILE + "\n# tuned\n")
+    assert drop(cache, record, pages) == [str(pages[0])]
+    assert unexecuted() == ["a.md"]
+    execute_all()
+    # b gains a sizes file: b runs again.
+    (tmp_path / "book" / "b.sizes.py").write_text(SIZES_FILE)
+    assert drop(cache, record, pages) == [str(pages[1])]
+    assert unexecuted() == ["b.md"]
+    # The package hash does not read book/: tuning a page leaves it alone.
+    fake_project(tmp_path)
+    key = execute_pages.cache_key(tmp_path, "cpu")
+    (tmp_path / "book" / "a.sizes.py").write_text(SIZES_FILE)
+    assert execute_pages.cache_key(tmp_path, "cpu") == key
 
 
 def test_a_preset_that_does_not_exist_stops_before_any_page(
@@ -195,41 +264,36 @@ def test_a_preset_that_does_not_exist_stops_before_any_page(
     assert not (tmp_path / "_build").exists()
 
 
-# Every page of the book that sizes itself: SIZES = {...}[runtime.preset()]
-SIZES_BLOCK = re.compile(
-    r"^SIZES = (\{.*?^\})\[runtime\.preset\(\)\]$", re.MULTILINE | re.DOTALL
-)
-SIZED_PAGES = sorted(
-    page for page in (ROOT / "book").rglob("*.md")
-    if SIZES_BLOCK.search(page.read_text())
-)
+# Every page of the book that sizes itself: a sizes file beside it.
+SIZES_FILES = sorted((ROOT / "book").rglob("*.sizes.py"))
 
 
 def test_the_pages_size_themselves_by_preset():
-    assert len(SIZED_PAGES) >= 15
+    assert len(SIZES_FILES) >= 15
 
 
 @pytest.mark.parametrize(
-    "page", SIZED_PAGES, ids=lambda p: str(p.relative_to(ROOT / "book"))
+    "path", SIZES_FILES, ids=lambda p: str(p.relative_to(ROOT / "book"))
 )
-def test_forced_gpu_preset_picks_every_pages_gpu_sizes(page, monkeypatch):
+def test_forced_gpu_preset_picks_every_pages_gpu_sizes(path, monkeypatch):
     """A forced preset switches the sizes, and both presets size alike.
 
     A key that only the ``cpu`` entry has would fail on a GPU alone, where
-    nothing else runs the ``gpu`` branch.
+    nothing else runs the ``gpu`` branch (read_sizes refuses it).
     """
-    from transformer_book import runtime
+    from transformer_book import _book as book
 
-    block = SIZES_BLOCK.search(page.read_text()).group(1)
-    table = eval(block, {"dict": dict})  # the page's own literal
-    assert set(table) == set(runtime.PRESETS)
-    assert set(table["cpu"]) == set(table["gpu"])
+    table = book.read_sizes(path)
     assert table["cpu"] != table["gpu"]
-    for preset in runtime.PRESETS:
-        monkeypatch.setenv("BOOK_PRESET", preset)
-        sized = eval(block + "[runtime.preset()]",
-                     {"dict": dict, "runtime": runtime})
-        assert sized == table[preset]
+    monkeypatch.delenv("BOOK_SMOKE", raising=False)
+    threads = torch.get_num_threads()
+    try:
+        for preset in book.PRESETS:
+            monkeypatch.setenv("BOOK_PRESET", preset)
+            name = path.name.removesuffix(book.SIZES_SUFFIX)
+            assert book.sizes(name, path.parent) == table[preset]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_the_cache_trims_only_when_asked(tmp_path):

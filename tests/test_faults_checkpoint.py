@@ -16,14 +16,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from transformer_book.checkpoint import load_checkpoint, save_checkpoint
 from transformer_book.models.gpt import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer
-from transformer_book.training import (
-    History,
-    load_checkpoint,
-    save_checkpoint,
-    train,
-)
+from transformer_book.training import History, fit
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
 
@@ -88,20 +84,20 @@ def test_resume_is_exact_for_batches_shuffled_by_any_global_rng(
 ):
     _seed_all(0)
     model, opt, step = _regression(0)
-    full = train(step, _shuffled(source), opt, model=model, epochs=3,
+    full = fit(step, _shuffled(source), opt, model=model, epochs=3,
                  progress=False)
     final = {k: v.clone() for k, v in model.state_dict().items()}
 
     _seed_all(0)
     model, opt, step = _regression(0)
     path = tmp_path / "ckpt.pt"
-    train(step, _shuffled(source), opt, model=model, epochs=3,
+    fit(step, _shuffled(source), opt, model=model, epochs=3,
           max_steps=5, checkpoint=path, progress=False)
 
     _seed_all(42)  # a different state: everything must come from disk
     model, opt, step = _regression(1)
     state = load_checkpoint(path, model=model, optimizer=opt)
-    resumed = train(step, _shuffled(source), opt, model=model, epochs=3,
+    resumed = fit(step, _shuffled(source), opt, model=model, epochs=3,
                     resume=state, progress=False)
     assert resumed.losses == full.losses
     for name, value in model.state_dict().items():
@@ -264,7 +260,7 @@ def test_max_steps_at_an_epoch_boundary_records_the_epoch(kind):
     data = [torch.full((2, 2), float(i)) for i in range(3)]
     batches = data if kind == "list" else (lambda epoch: iter(data))
     model, opt, step = _stepper()
-    history = train(step, batches, opt, max_steps=6, eval_fn=lambda: 1.0,
+    history = fit(step, batches, opt, max_steps=6, eval_fn=lambda: 1.0,
                     progress=False)
     assert history.steps == [1, 2, 3, 4, 5, 6]
     assert len(history.epoch_losses) == 2
@@ -274,7 +270,7 @@ def test_max_steps_at_an_epoch_boundary_records_the_epoch(kind):
     assert history.eval_steps == [3, 6]
     # Mid-epoch, nothing more is recorded.
     model, opt, step = _stepper()
-    history = train(step, batches, opt, max_steps=5, eval_fn=lambda: 1.0,
+    history = fit(step, batches, opt, max_steps=5, eval_fn=lambda: 1.0,
                     progress=False)
     assert len(history.epoch_losses) == 1 and history.eval_steps == [3]
 
@@ -282,15 +278,15 @@ def test_max_steps_at_an_epoch_boundary_records_the_epoch(kind):
 def test_resume_after_a_stop_at_an_epoch_boundary(tmp_path):
     data = [torch.full((2, 2), float(i)) for i in range(3)]
     model, opt, step = _stepper()
-    full = train(step, data, opt, epochs=3, eval_fn=lambda: 1.0,
+    full = fit(step, data, opt, epochs=3, eval_fn=lambda: 1.0,
                  progress=False)
     model, opt, step = _stepper()
     path = tmp_path / "ckpt.pt"
-    train(step, data, opt, max_steps=3, eval_fn=lambda: 1.0,
+    fit(step, data, opt, max_steps=3, eval_fn=lambda: 1.0,
           model=model, checkpoint=path, progress=False)
     state = load_checkpoint(path, model=model, optimizer=opt)
     assert (state["step"], state["epoch"]) == (3, 1)
-    resumed = train(step, data, opt, epochs=3, eval_fn=lambda: 1.0,
+    resumed = fit(step, data, opt, epochs=3, eval_fn=lambda: 1.0,
                     model=model, resume=state, progress=False)
     assert resumed.losses == full.losses
     assert resumed.epoch_losses == full.epoch_losses
@@ -330,7 +326,7 @@ def test_train_refuses_bad_extra_before_the_first_step(tmp_path):
     model = nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(TypeError, match="where"):
-        train(step, [torch.ones(1, 2)], opt, model=model,
+        fit(step, [torch.ones(1, 2)], opt, model=model,
               checkpoint=tmp_path / "c.pt", extra={"where": Path("x")},
               progress=False)
     assert calls == []
@@ -368,7 +364,7 @@ def test_history_keeps_float64_losses(accumulate):
         return p * 0 + torch.tensor(1 / 3, dtype=torch.float64)
 
     batch = [0] * accumulate if accumulate > 1 else 0
-    history = train(step, [batch], opt, accumulate=accumulate,
+    history = fit(step, [batch], opt, accumulate=accumulate,
                     progress=False)
     assert history.losses == [1 / 3]
     assert isinstance(History().losses, list)

@@ -21,7 +21,7 @@ import pytest
 import torch
 from test_train_cli import TINY, gpt_args, usage_error
 
-from transformer_book import data, training
+from transformer_book import checkpoint, data
 from transformer_book import train as cli
 
 WORDS = "the cat sat on the mat and the dog ate the hat. " * 60
@@ -188,7 +188,7 @@ def test_resume_with_other_data_is_a_usage_error(
     _, out = run_at_step_2
     # The same characters in another order: the same alphabet.
     other = write_text(tmp_path / "other.txt", WORDS[::-1])
-    tokenizer = training.tokenizer_path(out / "gpt.pt")
+    tokenizer = checkpoint.tokenizer_path(out / "gpt.pt")
     before = tokenizer.read_bytes(), (out / "gpt.pt").read_bytes()
     line = usage_error(capsys, gpt_args(other, "--steps", "4", "--out",
                                         str(out), "--resume"))

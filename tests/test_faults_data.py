@@ -13,6 +13,7 @@ import warnings
 
 import pytest
 
+from transformer_book import _book as book
 from transformer_book import data
 from transformer_book.tokenization import (
     CharTokenizer,
@@ -68,10 +69,10 @@ def test_number_pairs_with_a_file_as_cache_dir_warns_once(tmp_path):
 @pytest.mark.parametrize("where", ["a folder", "under a file"])
 def test_an_unwritable_data_log_warns_once(tmp_path, monkeypatch, where):
     log = tmp_path if where == "a folder" else _blocked(tmp_path) / "log"
-    monkeypatch.delenv(data.DATA_LOG_ENV_VAR, raising=False)
+    monkeypatch.delenv(book.DATA_LOG_ENV_VAR, raising=False)
     expected = data.python_docs_split(0.1)
-    monkeypatch.setenv(data.DATA_LOG_ENV_VAR, str(log))
-    with pytest.warns(UserWarning, match=data.DATA_LOG_ENV_VAR) as caught:
+    monkeypatch.setenv(book.DATA_LOG_ENV_VAR, str(log))
+    with pytest.warns(UserWarning, match=book.DATA_LOG_ENV_VAR) as caught:
         assert data.python_docs_split(0.1) == expected
     assert len(caught) == 1 and str(log) in str(caught[0].message)
     assert caught[0].filename == __file__

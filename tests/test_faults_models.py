@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import attention, layers, rnn
+from transformer_book import attention, feedforward, norm, rnn, transformer
+from transformer_book.analysis import attention_rollout
 from transformer_book.attention import (
     MultiHeadAttention,
-    explicit_attention,
+    _fused_attention,
     scaled_dot_product_attention,
 )
-from transformer_book.decoding import beam_search, greedy_search, sample
+from transformer_book.decoding import beam_search, generate, sample
 from transformer_book.models.encoder import (
     EncoderConfig,
     TransformerEncoderModel,
@@ -28,7 +29,7 @@ from transformer_book.models.seq2seq import (
     Seq2SeqTransformer,
     Seq2SeqTransformerConfig,
 )
-from transformer_book.models.vit import ViT, ViTConfig, attention_rollout
+from transformer_book.models.vit import ViT, ViTConfig
 
 NAN = float("nan")
 
@@ -175,12 +176,15 @@ def test_nan_in_masked_keys_and_values_does_not_spread(explicit, kind):
     bad_k, bad_v = k.clone(), v.clone()
     bad_k[0, :, 3:] = NAN
     bad_v[0, :, 3:] = NAN
-    with explicit_attention(explicit):
-        clean = scaled_dot_product_attention(q, k, v, mask)
-        dirty = scaled_dot_product_attention(q, bad_k, bad_v, mask)
-        causal = scaled_dot_product_attention(
-            q, bad_k, bad_v, mask, is_causal=True
-        )
+    def attend(q, k, v, mask, is_causal=False):
+        if explicit:
+            return scaled_dot_product_attention(q, k, v, mask,
+                                                is_causal=is_causal)
+        return _fused_attention(q, k, v, mask, is_causal, 0.0)
+
+    clean = attend(q, k, v, mask)
+    dirty = attend(q, bad_k, bad_v, mask)
+    causal = attend(q, bad_k, bad_v, mask, is_causal=True)
     assert not dirty.isnan().any()
     assert not causal.isnan().any()
     torch.testing.assert_close(dirty, clean)
@@ -190,13 +194,14 @@ def test_nan_in_masked_keys_and_values_does_not_spread(explicit, kind):
 def test_nan_in_padding_does_not_reach_an_encoders_real_tokens(explicit):
     """11: through a whole padded encoder layer, on both attention paths."""
     torch.manual_seed(0)
-    layer = layers.EncoderLayer(8, 2, 16).eval()
+    layer = transformer.EncoderLayer(8, 2, 16).eval()
+    attention.set_fused(layer, not explicit)
     x = torch.randn(2, 5, 8)
     keep = torch.tensor([[1, 1, 1, 0, 0], [1] * 5], dtype=torch.bool)
     mask = keep[:, None, None, :]
     dirty = x.clone()
     dirty[0, 3:] = NAN
-    with explicit_attention(explicit), torch.no_grad():
+    with torch.no_grad():
         out = layer(dirty, mask)
         expected = layer(x, mask)
     torch.testing.assert_close(out[0, :3], expected[0, :3])
@@ -223,15 +228,12 @@ def test_flags_refuse_what_is_not_a_bool():
         mha(x, x, x, is_causal="False")
     with pytest.raises(TypeError, match="is_causal must be a bool"):
         mha(x, x, x, is_causal="False", cache=attention.KVCache())
-    with pytest.raises(TypeError, match="need_weights must be a bool"):
-        mha(x, x, x, need_weights=1)
     with pytest.raises(TypeError, match="is_causal must be a bool"):
-        layers.EncoderLayer(8, 2, 16)(x, is_causal="False")
+        transformer.EncoderLayer(8, 2, 16)(x, is_causal="False")
     with pytest.raises(TypeError, match="tgt_is_causal must be a bool"):
-        layers.Transformer(8, 2, 1, 1, 16)(x, x, tgt_is_causal="True")
-    with pytest.raises(TypeError, match="enabled must be a bool"):
-        with explicit_attention("no"):
-            pass
+        transformer.Transformer(8, 2, 1, 1, 16)(x, x, tgt_is_causal="True")
+    with pytest.raises(TypeError, match="fused must be a bool"):
+        attention.set_fused(mha, "no")
     with pytest.raises(TypeError, match="bias must be a bool"):
         rnn.RNN(3, 4, bias="no")
     with pytest.raises(TypeError, match="bias must be a bool"):
@@ -247,7 +249,7 @@ def test_flags_refuse_what_is_not_a_bool():
 
 def test_feed_forward_checks_its_input():
     """16: a wrong feature size is named, not a matmul error."""
-    ff = layers.FeedForward(8, 4)
+    ff = feedforward.FeedForward(8, 4)
     with pytest.raises(ValueError, match="d_model=8"):
         ff(torch.ones(2, 3))
     with pytest.raises(TypeError, match="float64.*float32"):
@@ -266,10 +268,10 @@ def test_modules_refuse_a_dtype_that_is_not_floating(dtype):
     error = "dtype must be a (floating dtype|torch.dtype)"
     for build in (
         lambda: MultiHeadAttention(8, 2, dtype=dtype),
-        lambda: layers.LayerNorm(8, dtype=dtype),
-        lambda: layers.RMSNorm(8, dtype=dtype),
-        lambda: layers.FeedForward(8, 4, dtype=dtype),
-        lambda: layers.EncoderLayer(8, 2, 16, dtype=dtype),
+        lambda: norm.LayerNorm(8, dtype=dtype),
+        lambda: norm.RMSNorm(8, dtype=dtype),
+        lambda: feedforward.FeedForward(8, 4, dtype=dtype),
+        lambda: transformer.EncoderLayer(8, 2, 16, dtype=dtype),
     ):
         with pytest.raises(TypeError, match=error):
             build()
@@ -281,17 +283,17 @@ def test_mixed_input_and_parameter_dtypes_are_named():
     message = r"has dtype torch.float64, but the parameters are torch.float32"
     for module, args in (
         (MultiHeadAttention(8, 2), (x, x, x)),
-        (layers.LayerNorm(8), (x,)),
-        (layers.EncoderLayer(8, 2, 16), (x,)),
-        (layers.DecoderLayer(8, 2, 16), (x, x)),
-        (layers.Encoder(1, 8, 2, 16), (x,)),
-        (layers.Transformer(8, 2, 1, 1, 16), (x, x)),
+        (norm.LayerNorm(8), (x,)),
+        (transformer.EncoderLayer(8, 2, 16), (x,)),
+        (transformer.DecoderLayer(8, 2, 16), (x, x)),
+        (transformer.Encoder(1, 8, 2, 16), (x,)),
+        (transformer.Transformer(8, 2, 1, 1, 16), (x, x)),
     ):
         with pytest.raises(TypeError, match=message):
             module(*args)
     memory = torch.randn(1, 4, 8, dtype=torch.float64)
     with pytest.raises(TypeError, match="memory has dtype torch.float64"):
-        layers.DecoderLayer(8, 2, 16)(x.float(), memory)
+        transformer.DecoderLayer(8, 2, 16)(x.float(), memory)
     vit = ViT(ViTConfig(image_size=8, patch_size=4, d_model=8, num_heads=2,
                         num_layers=1))
     with pytest.raises(TypeError, match="images has dtype torch.float64"):
@@ -300,7 +302,7 @@ def test_mixed_input_and_parameter_dtypes_are_named():
 
 def test_mixed_dtypes_are_allowed_under_autocast():
     """16: autocast runs float32 weights on bfloat16 activations."""
-    layer = layers.EncoderLayer(8, 2, 16)
+    layer = transformer.EncoderLayer(8, 2, 16)
     x = torch.randn(1, 3, 8, dtype=torch.bfloat16)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert layer(x).shape == (1, 3, 8)
@@ -319,11 +321,11 @@ def test_from_torch_of_a_stack_without_layers_says_so(kind):
             nn.TransformerEncoderLayer(8, 2, 16), 0,
             enable_nested_tensor=False,
         )
-        copy = layers.Encoder.from_torch
+        copy = transformer.Encoder.from_torch
     else:
         twin = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 0)
-        copy = layers.Decoder.from_torch
-    with pytest.raises(ValueError, match="no layers.*num_layers >= 1"):
+        copy = transformer.Decoder.from_torch
+    with pytest.raises(ValueError, match="num_layers=0 must be positive"):
         copy(twin)
 
 
@@ -332,7 +334,7 @@ def test_from_torch_of_a_stack_without_layers_says_so(kind):
 # --------------------------------------------------------------------------
 
 
-def _impossible(tokens: torch.Tensor) -> torch.Tensor:
+def _impossible(tokens: torch.Tensor, parents=None) -> torch.Tensor:
     return torch.full((tokens.shape[0], 3), float("-inf"))
 
 
@@ -340,22 +342,25 @@ def test_searches_say_when_every_token_is_impossible():
     """18: all log-probs -inf (or NaN) is a ValueError, not an IndexError."""
     prefix = torch.tensor([0])
     with pytest.raises(ValueError, match="no possible next token"):
-        greedy_search(_impossible, prefix, max_new_tokens=2)
+        generate(_impossible, prefix[None], 2, temperature=0)
     with pytest.raises(ValueError, match="no possible next token"):
         beam_search(_impossible, prefix, beam_width=2, max_new_tokens=2)
 
-    def nan(tokens):
+    def nan(tokens, parents=None):
         return torch.full((tokens.shape[0], 3), NAN)
 
+    for temperature in (0.0, 1.0):
+        with pytest.raises(ValueError, match="no possible next token"):
+            generate(nan, prefix[None], 2, temperature=temperature)
     with pytest.raises(ValueError, match="no possible next token"):
-        greedy_search(nan, prefix, max_new_tokens=2)
+        beam_search(nan, prefix, beam_width=1, max_new_tokens=2)
 
 
 def test_nan_log_probs_do_not_crowd_out_possible_tokens():
     """18: a NaN row takes no place in the beam from a finite candidate."""
     table = torch.tensor([[NAN, NAN, NAN], [-1.0, -2.0, -3.0]])
 
-    def fn(tokens):  # hypotheses ending in 0 are continued by NaN
+    def fn(tokens, parents):  # hypotheses ending in 0 go on with NaN
         return table[(tokens[:, -1] > 0).long()]
 
     out = beam_search(fn, torch.tensor([1]), beam_width=2, max_new_tokens=2)
@@ -365,7 +370,7 @@ def test_nan_log_probs_do_not_crowd_out_possible_tokens():
 
 def test_beam_search_keeps_the_hypotheses_that_ended_before():
     """18: a dead end after some hypotheses finished returns those."""
-    def fn(tokens):
+    def fn(tokens, parents):
         if tokens.shape[1] == 1:
             return torch.tensor([[-1.0, -0.5, -3.0]]).expand(
                 tokens.shape[0], -1

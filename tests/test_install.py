@@ -35,8 +35,8 @@ names = [m.name for m in pkgutil.walk_packages(
     transformer_book.__path__, "transformer_book.")]
 for name in names:
     importlib.import_module(name)
-from transformer_book import runtime
-assert runtime.preset() in ("cpu", "gpu")
+from transformer_book import _book
+assert _book.preset() in ("cpu", "gpu")
 for tool in ("jupyter_book", "myst_nb", "sphinx", "pytest", "mlxtend"):
     assert importlib.util.find_spec(tool) is None, tool
 from transformer_book.tokenization import BPETokenizer, Tokenizer

@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.attention import (
-    KVCache,
-    MultiHeadAttention,
-    explicit_attention,
-)
-from transformer_book.layers import Decoder, DecoderLayer, EncoderLayer
+from transformer_book.analysis import capture_attention
+from transformer_book.attention import KVCache, MultiHeadAttention
+from transformer_book.checkpoint import save_checkpoint
 from transformer_book.masks import bottom_right_causal_mask, causal_mask
 from transformer_book.models.gpt import GPT, GPTConfig
 from transformer_book.positional import RotaryEmbedding
-from transformer_book.training import save_checkpoint
+from transformer_book.transformer import Decoder, DecoderLayer, EncoderLayer
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +68,7 @@ def test_causal_mask_bad_offset_and_lengths():
         causal_mask(2, 3, offset=-1)
     with pytest.raises(TypeError, match="offset"):
         causal_mask(2, 3, offset=1.5)
-    with pytest.raises(ValueError, match="kv_len=2 is shorter than q_len=3"):
+    with pytest.raises(ValueError, match="kv_len=2 must be at least 3"):
         bottom_right_causal_mask(3, 2)
 
 
@@ -118,10 +115,10 @@ def test_cache_bad_inputs():
     with pytest.raises(TypeError, match="floating"):
         cache.append(torch.ones(1, 1, 1, 2, dtype=torch.long),
                       torch.ones(1, 1, 1, 2, dtype=torch.long))
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match=r"v has shape \(1, 2, 2, 4\)"):
         cache.append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 2, 4))
     cache.append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
-    with pytest.raises(ValueError, match="does not fit the cache"):
+    with pytest.raises(ValueError, match=r"k has shape \(1, 3, 1, 4\)"):
         cache.append(torch.randn(1, 3, 1, 4), torch.randn(1, 3, 1, 4))
     with pytest.raises(TypeError, match="dtype"):
         cache.append(torch.randn(1, 2, 1, 4).double(),
@@ -150,13 +147,13 @@ def test_attention_with_cache_equals_full_causal(explicit, rotary):
     rope = RotaryEmbedding(4) if rotary else None
     mha = MultiHeadAttention(16, 4, rotary=rope).double()
     x = torch.randn(2, 9, 16, dtype=torch.float64)
-    with explicit_attention(explicit):
-        full = mha(x, x, x, is_causal=True)
-        cache = KVCache()
-        parts = [
-            mha(x[:, s], x[:, s], x[:, s], is_causal=True, cache=cache)
-            for s in _chunks(9)
-        ]
+    mha.fused = not explicit
+    full = mha(x, x, x, is_causal=True)
+    cache = KVCache()
+    parts = [
+        mha(x[:, s], x[:, s], x[:, s], is_causal=True, cache=cache)
+        for s in _chunks(9)
+    ]
     torch.testing.assert_close(torch.cat(parts, dim=1), full)
     assert len(cache) == cache.offset == 9
 
@@ -182,10 +179,11 @@ def test_attention_cache_weights_span_the_cache():
     mha = MultiHeadAttention(8, 2).double()
     x = torch.randn(1, 5, 8, dtype=torch.float64)
     cache = KVCache()
-    mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
-    _, weights = mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True,
-                     need_weights=True, cache=cache)
-    _, full = mha(x, x, x, is_causal=True, need_weights=True)
+    with capture_attention(mha) as maps:
+        mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
+        mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache)
+        mha(x, x, x, is_causal=True)
+    _, weights, full = maps
     assert weights.shape == (1, 2, 1, 5)
     torch.testing.assert_close(weights, full[:, :, 4:])
 
@@ -319,10 +317,10 @@ def test_rope_cache_keeps_sliding_within_max_seq_len():
     model = _gpt("rope")
     cache = model.make_cache()
     out = torch.randint(0, 23, (1, 4))
-    logits, cache = model._cached_step(out, None)
+    logits = model._cached_step(out, cache)
     for _ in range(12):
         out = torch.cat((out, logits.argmax(-1, keepdim=True)), dim=1)
-        logits, cache = model._cached_step(out, cache)
+        logits = model._cached_step(out, cache)
         assert len(cache[0]) <= model.config.max_seq_len
     assert cache[0].offset == out.shape[1] == 16
     assert len(cache[0]) == 10

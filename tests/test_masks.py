@@ -102,15 +102,15 @@ def test_padding_mask_rejects_2d_lengths():
 
 
 def test_padding_mask_rejects_negative_lengths():
-    with pytest.raises(ValueError, match="lengths must be non-negative"):
+    with pytest.raises(ValueError, match=r"min\(lengths\)=-1 must be non-neg"):
         padding_mask([2, -1])
 
 
 def test_padding_mask_rejects_empty_lengths():
     # Used to fail inside torch with "max(): Expected reduction dim".
-    with pytest.raises(ValueError, match="lengths is empty"):
+    with pytest.raises(ValueError, match=r"len\(lengths\)=0 must be positive"):
         padding_mask([])
-    with pytest.raises(ValueError, match="lengths is empty"):
+    with pytest.raises(ValueError, match=r"len\(lengths\)=0 must be positive"):
         padding_mask(torch.zeros(0, dtype=torch.long), max_len=3)
 
 

@@ -15,6 +15,8 @@ from transformer_book.models import (
     Seq2SeqTransformer,
     Seq2SeqTransformerConfig,
     TransformerEncoderModel,
+    ViT,
+    ViTConfig,
 )
 from transformer_book.training import count_parameters
 
@@ -218,7 +220,7 @@ def test_configs_resolve_d_ff_and_are_frozen():
         (lambda: GPTConfig(10, 8, 16, 4, 1, positional="alibi"), ValueError,
          "positional='alibi'"),
         (lambda: GPTConfig(10, 8, 12, 4, 1, positional="rope"), ValueError,
-         "even head_dim"),
+         "head_dim=3 must be even: positional='rope'"),
         (lambda: GPTConfig(10, 8, 16, 4, 1, dropout=1.0), ValueError,
          "dropout=1"),
         (lambda: GPTConfig(10, 0, 16, 4, 1), ValueError, "max_seq_len=0"),
@@ -229,7 +231,7 @@ def test_configs_resolve_d_ff_and_are_frozen():
         (lambda: Seq2SeqTransformerConfig(5, 5, 8, 8, 2, 0, 1), ValueError,
          "num_encoder_layers=0"),
         (lambda: Seq2SeqTransformerConfig(5, 5, 8, 6, 2, 1, 1, rotary=True),
-         ValueError, "rotary=True needs an even head_dim"),
+         ValueError, "head_dim=3 must be even: rotary=True"),
         (lambda: Seq2SeqTransformerConfig(5, 5, 8, 8, 2, 1, 1, rotary=1),
          TypeError, "rotary"),
         (lambda: EncoderConfig(5, 8, 8, 2, 1, head="qa"), ValueError,
@@ -278,10 +280,36 @@ def test_out_of_vocabulary_and_too_long_inputs():
         gpt(torch.ones(1, 3))
     with pytest.raises(ValueError, match="2-D"):
         gpt(torch.ones(3, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"target id 40 .*-100"):
+    with pytest.raises(ValueError, match="idx has no tokens"):
+        gpt(torch.ones(2, 0, dtype=torch.long))
+    with pytest.raises(TypeError, match="config must be a GPTConfig"):
+        GPT(gpt.config.to_dict())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"token id 40 in targets .*-100"):
         gpt(ok, torch.full((2, 5), 40))
     with pytest.raises(ValueError, match=r"targets has shape \(2, 4\)"):
         gpt(ok, ok[:, :4])
+
+
+def test_models_check_at_entry_and_their_modules_do_not_check_again():
+    vit = ViT(ViTConfig(8, 4, d_model=8, num_heads=2, num_layers=1))
+    for model in (_gpt(), _seq2seq(), _encoder(), vit):
+        inner = [m for m in model.modules() if hasattr(m, "check_inputs")]
+        assert len(inner) > 3 and not any(m.check_inputs for m in inner)
+    with pytest.raises(ValueError, match="images must be 4-D"):
+        vit(torch.zeros(1, 8, 8))  # the model itself still checks
+
+
+def test_token_ids_are_compared_with_the_vocabulary_on_a_cpu_only():
+    """Elsewhere the comparison would wait for the device at every call;
+    shapes and lengths are still checked (here on the meta device)."""
+    with torch.device("meta"):
+        model = GPT(GPTConfig(10, 8, 16, 4, 1))
+        logits, loss = model(torch.full((2, 3), 99), torch.full((2, 3), 50))
+    assert logits.shape == (2, 3, 10) and logits.is_meta and loss.is_meta
+    with pytest.raises(ValueError, match="9 is more than max_seq_len=8"):
+        model(torch.zeros(1, 9, dtype=torch.long, device="meta"))
+    with pytest.raises(ValueError, match="token id 99 in idx"):
+        GPT(GPTConfig(10, 8, 16, 4, 1))(torch.full((2, 3), 99))
 
 
 # --------------------------------------------------------------------------

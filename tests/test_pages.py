@@ -368,5 +368,78 @@ def test_lint_applies_the_page_rules(tmp_path):
     assert "E501" in result.stdout
 
 
+# -- page plumbing: sizes, threads, smoke runs, figure cells -----------------
+
+
+def _lint_pages_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "lint_pages", ROOT / "scripts" / "lint_pages.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lint_pages = _lint_pages_module()
+SIZES_FILE = 'cpu = {"steps": 2}\ngpu = {"steps": 200}\nsmoke = {"steps": 1}\n'
+HEAD = ("from transformer_book import _book as book\n\n"
+        'SIZES = book.sizes("page")\nSIZES')
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_page_plumbing_rules_hold(page):
+    assert lint_pages.page_problems(page) == []
+
+
+def test_every_sizes_file_has_its_page():
+    assert lint_pages.orphan_sizes(ROOT) == []
+    assert len(list(BOOK.rglob("*.sizes.py"))) >= 15
+
+
+@pytest.mark.parametrize(
+    ("body", "sizes", "expected"),
+    [
+        (cell(HEAD), SIZES_FILE, []),
+        (cell(HEAD) + cell("torch.set_num_threads(1)"), SIZES_FILE,
+         ["thread settings"]),
+        (cell(HEAD) + cell("n = 9  # BOOK_SMOKE: 2"), SIZES_FILE,
+         ["thread settings"]),
+        (cell(HEAD) + cell("if book.smoke():\n    n = 2", "remove-cell"),
+         SIZES_FILE, []),
+        (cell(HEAD) + cell("ax = plotting.plot_curves(x)", "remove-output"),
+         SIZES_FILE, ["draws a figure"]),
+        (cell(HEAD) + cell("ax = plt.plot(x)", "remove-output, hide-input"),
+         SIZES_FILE, []),
+        (cell(HEAD.removesuffix("\nSIZES")), SIZES_FILE, ["ends with SIZES"]),
+        (cell(HEAD.replace('"page"', '"gpt"')), SIZES_FILE,
+         ["book.sizes(\"gpt\")", "ends with SIZES"]),
+        (cell(HEAD), None, ["book.sizes(\"page\")"]),
+        (cell(HEAD) + cell('SIZES = {"cpu": dict(n=1)}'), SIZES_FILE,
+         ["sizes live in page.sizes.py"]),
+        (cell(HEAD), 'cpu = {"steps": 2}\ngpu = {"step": 200}\n',
+         ["only in gpu: ['step']"]),
+    ],
+)
+def test_page_problems_finds_each_breach(tmp_path, body, sizes, expected):
+    page = write_page(tmp_path / "page.md", body)
+    if sizes is not None:
+        (tmp_path / "page.sizes.py").write_text(sizes)
+    problems = lint_pages.page_problems(page)
+    assert len(problems) == len(expected), problems
+    for problem, part in zip(problems, expected, strict=True):
+        assert part in problem, problems
+
+
+def test_a_sizes_file_without_its_page_is_an_orphan(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "gone.sizes.py").write_text(SIZES_FILE)
+    write_page(tmp_path / "book" / "here.md", "")
+    (tmp_path / "book" / "here.sizes.py").write_text(SIZES_FILE)
+    assert lint_pages.orphan_sizes(tmp_path) == [
+        tmp_path / "book" / "gone.sizes.py"]
+
+
 if __name__ == "__main__":
     print(share_table([report(page) for page in PAGES]))

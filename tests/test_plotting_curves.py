@@ -165,7 +165,7 @@ def test_plot_curves_bfloat16_and_long_curves():
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "match"),
     [
-        (([1, 2], {}), {}, ValueError, "at least one curve"),
+        (([1, 2], {}), {}, ValueError, "curves is empty"),
         (([1, 2], {"a": [1.0]}), {}, ValueError, r"curves\['a'\] has 1"),
         (([1, 2], {"a": [1.0, np.nan]}), {}, ValueError, "NaN"),
         (([1, 2], {"a": [[1.0, 2.0]]}), {}, ValueError, "must be 1-D"),
@@ -236,7 +236,7 @@ def test_attention_offsets_bad_input():
         plotting.plot_attention_offsets(torch.ones(2, 3, 4))
     with pytest.raises(ValueError, match="weights must be 3-D or 4-D"):
         plotting.plot_attention_offsets(torch.ones(3, 3))
-    with pytest.raises(ValueError, match="titles has 1 labels, expected 2"):
+    with pytest.raises(ValueError, match="titles has 1 entries, expected 2"):
         plotting.plot_attention_offsets(torch.ones(2, 3, 3), titles=["a"])
     with pytest.raises(ValueError, match="weights holds NaN"):
         plotting.plot_attention_offsets(torch.full((1, 2, 2), float("nan")))
@@ -270,11 +270,11 @@ def test_word_vectors_projects_on_principal_axes_with_group_legend():
 
 
 def test_word_vectors_bad_input():
-    with pytest.raises(ValueError, match="labels has 1 labels, expected 2"):
+    with pytest.raises(ValueError, match="labels has 1 entries, expected 2"):
         plotting.plot_word_vectors(torch.ones(2, 3), ["a"])
-    with pytest.raises(ValueError, match="groups has 3 labels"):
+    with pytest.raises(ValueError, match="groups has 3 entries"):
         plotting.plot_word_vectors(
             torch.eye(2), ["a", "b"], groups=["x", "y", "z"]
         )
-    with pytest.raises(ValueError, match="at least 2 rows"):
+    with pytest.raises(ValueError, match=r"len\(vectors\)=1 must be at"):
         plotting.plot_word_vectors(torch.ones(1, 3), ["a"])

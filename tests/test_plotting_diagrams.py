@@ -199,23 +199,27 @@ def test_query_row_escapes_dollars_and_shortens_long_tokens():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"weights": [0.5, 0.4]}, ValueError, "must sum to 1"),
+        ({"weights": [0.5, 0.4]}, ValueError, "non-negative and sum to 1"),
         ({"weights": [1.2, -0.2]}, ValueError, "weights must be non-negative"),
         ({"weights": [0.5, float("nan")]}, ValueError, "NaN or infinite"),
         ({"weights": ["a", "b"]}, TypeError, "weights must be numbers"),
-        ({"weights": np.full(11, 1 / 11)}, ValueError, "1 to 10 weights"),
-        ({"weights": []}, ValueError, "1 to 10 weights"),
+        (
+            {"weights": np.full(11, 1 / 11)},
+            ValueError,
+            r"len\(weights\)=11 must be between 1 and 10",
+        ),
+        ({"weights": []}, ValueError, "weights is empty"),
         ({"weights": torch.ones(2, 2) / 2}, ValueError, "weights must be 1-D"),
         (
             {"weights": [0.5, 0.5], "tokens": ["a"]},
             ValueError,
-            "tokens has 1 tokens, expected 2",
+            "tokens has 1 entries, expected 2",
         ),
         ({"weights": [0.5, 0.5], "tokens": "ab"}, TypeError, "tokens must"),
         (
             {"weights": [0.5, 0.5], "tokens": ["a", 1]},
             TypeError,
-            "tokens must hold strings",
+            "tokens must be a sequence of strings",
         ),
         ({"tokens": ["a", "b"]}, ValueError, "tokens were given without"),
         ({"weights": [0.5, 0.5], "query": 2}, ValueError, "query=2 must"),
@@ -306,13 +310,13 @@ def test_cross_attention_colours_the_given_weights():
             (2, 3),
             {"weights": np.ones((3, 2)) / 2},
             ValueError,
-            r"weights must have shape \(2, 3\), got \(3, 2\)",
+            r"weights must be of shape \(2, 3\), got shape \(3, 2\)",
         ),
         (
             (1, 2),
             {"weights": [[0.7, 0.7]]},
             ValueError,
-            "each row of weights must sum to 1",
+            "each row of weights must be non-negative and sum to 1",
         ),
     ],
 )
@@ -355,8 +359,8 @@ def test_seq2seq_attention_default_weights_sum_to_one():
         ((0,), {}, ValueError, "src_len=0 must be positive"),
         ((11,), {}, ValueError, "src_len=11 must be between 1 and 10"),
         ((4.0,), {}, TypeError, "src_len must be an int"),
-        ((2,), {"weights": [1.0]}, ValueError, r"shape \(2,\), got \(1,\)"),
-        ((2,), {"src_tokens": ["a"]}, ValueError, "src_tokens has 1 tokens"),
+        ((2,), {"weights": [1.0]}, ValueError, r"\(2,\), got shape \(1,\)"),
+        ((2,), {"src_tokens": ["a"]}, ValueError, "src_tokens has 1 entries"),
     ],
 )
 def test_seq2seq_attention_rejects_bad_input(args, kwargs, error, match):
@@ -516,8 +520,13 @@ def test_patches_tiles_are_the_patches_in_row_major_order(shape, patch_size):
 @pytest.mark.parametrize(
     ("image", "patch_size", "error", "match"),
     [
-        (torch.zeros(1, 28, 28), 5, ValueError, "28x28 is not divisible"),
-        (torch.zeros(2, 8, 8), 4, ValueError, "1 or 3 channels, got 2"),
+        (
+            torch.zeros(1, 28, 28),
+            5,
+            ValueError,
+            "image height=28 is not divisible by patch_size=5",
+        ),
+        (torch.zeros(2, 8, 8), 4, ValueError, "image channels=2 must be one"),
         (torch.zeros(1, 36, 36), 4, ValueError, "81 patches; at most 64"),
         (torch.zeros(1, 28, 28), 7.0, TypeError, "patch_size must be an int"),
         (torch.zeros(28), 7, ValueError, "image"),
@@ -566,7 +575,7 @@ def test_data_parallel_has_a_shard_and_replica_per_device(num_devices):
         ((0,), ValueError, "num_devices"),
         ((5,), ValueError, "num_devices"),
         ((2.0,), TypeError, "num_devices"),
-        ((3,), ValueError, "multiple of num_devices=3"),
+        ((3,), ValueError, "batch_size=8 is not divisible by num_devices=3"),
     ],
 )
 def test_data_parallel_rejects_bad_counts(args, error, match):

@@ -108,7 +108,7 @@ def test_plot_heatmap_converts_bfloat16_integer_and_bool():
             (torch.zeros(2, 3),),
             {"cell_text": [["a"]]},
             ValueError,
-            "cell_text must have shape",
+            "cell_text has 1 entries, expected 2",
         ),
         ((torch.zeros(2, 2),), {"ax": "nope"}, TypeError, "ax must be"),
     ],
@@ -146,11 +146,11 @@ def test_plot_heatmaps_share_one_scale_and_one_colorbar():
 def test_plot_heatmaps_bad_input():
     with pytest.raises(ValueError, match="values must be 3-D"):
         plotting.plot_heatmaps(torch.zeros(2, 2))
-    with pytest.raises(ValueError, match="at least one matrix"):
+    with pytest.raises(ValueError, match="values is empty"):
         plotting.plot_heatmaps([])
     with pytest.raises(ValueError, match=r"values\[1\] must be 2-D"):
         plotting.plot_heatmaps([np.eye(2), np.ones(3)])
-    with pytest.raises(ValueError, match="titles has 1 labels, expected 2"):
+    with pytest.raises(ValueError, match="titles has 1 entries, expected 2"):
         plotting.plot_heatmaps(torch.zeros(2, 2, 2), titles=["a"])
     _, ax = plt.subplots()
     with pytest.raises(ValueError, match="axes has 1 entries, expected 2"):
@@ -183,7 +183,7 @@ def test_plot_attention_is_a_heatmap_from_zero_to_one():
     ax = plotting.plot_attention(weights.to(torch.bfloat16))
     assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
     assert ax.images[0].colorbar.ax.get_ylabel() == "attention weight"
-    with pytest.raises(ValueError, match="x_labels has 1 labels"):
+    with pytest.raises(ValueError, match="x_labels has 1 entries"):
         plotting.plot_attention(weights, x_labels=["a"])
 
 
@@ -243,7 +243,7 @@ def test_plot_masks_one_panel_per_mask_titled_by_key():
     np.testing.assert_array_equal(_image(axes[1]), [[1, 1, 0]])
     assert axes[-1].get_legend() is not None
     assert axes[0].get_legend() is None
-    with pytest.raises(ValueError, match="at least one mask"):
+    with pytest.raises(ValueError, match="masks is empty"):
         plotting.plot_masks({})
     with pytest.raises(ValueError, match=r"masks\['a'\] must be 2-D"):
         plotting.plot_masks({"a": torch.ones(3, dtype=torch.bool)})

@@ -22,6 +22,7 @@ from transformer_book.positional import (
     relative_position_bucket,
     rotary_frequencies,
     rotary_matrix,
+    sincos2d_encoding,
     sinusoidal_encoding,
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
@@ -147,6 +148,19 @@ def test_sinusoidal_module_checks_width_and_rank():
         module(torch.zeros(3, 8))
     with pytest.raises(ValueError, match="offset=-1"):
         module(torch.zeros(1, 3, 8), offset=-1)
+
+
+def test_sincos2d_rows_and_columns_share_halves():
+    table = sincos2d_encoding(4, 8)
+    assert table.shape == (16, 8)
+    grid = table.view(4, 4, 8)  # (row, column, d_model)
+    # Same row -> same first half; same column -> same second half.
+    assert torch.equal(grid[2, 0, :4], grid[2, 3, :4])
+    assert torch.equal(grid[0, 1, 4:], grid[3, 1, 4:])
+    assert not torch.equal(grid[0, 0, :4], grid[1, 0, :4])
+    torch.testing.assert_close(grid[3, 1, :4], sinusoidal_encoding(4, 4)[3])
+    with pytest.raises(ValueError, match="d_model=6 must be divisible by 4"):
+        sincos2d_encoding(4, 6)
 
 
 # ------------------------------------------------------------------- learned
@@ -508,7 +522,7 @@ def test_integer_dtype_raises_type_error(call):
     # and -1: every sin and cos truncated to an integer.
     with pytest.raises(TypeError, match="dtype must be a floating dtype"):
         call(torch.long)
-    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
         call("float32")
 
 
@@ -542,10 +556,10 @@ def test_relative_bucket_errors():
 
 
 def test_every_name_is_exported_by_the_package_and_its_modules():
-    from transformer_book.positional import absolute, biases, rotary
+    from transformer_book.positional import absolute, biases, rotary, sincos2d
 
     names = set(positional.__all__)
-    modules = (absolute, rotary, biases)
+    modules = (absolute, rotary, biases, sincos2d)
     assert names == set().union(*(m.__all__ for m in modules))
     for module in modules:
         for name in module.__all__:

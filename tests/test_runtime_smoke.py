@@ -1,4 +1,4 @@
-"""Smoke runs (BOOK_SMOKE): the gpu preset, with sizes capped."""
+"""Book plumbing (``_book``): presets, smoke runs and page sizes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,19 @@ import nbformat
 import pytest
 import torch
 
-from transformer_book import runtime
+from transformer_book import _book as book
 
-SIZES = {"steps": 1000, "batch_size": 256, "d_model": 128}
+SIZES_FILE = """# A page's sizes.
+threads = 1  # small models
+
+cpu = {"steps": 2, "lengths": (8, 16), "cap": None}
+gpu = {
+    "steps": 4000,  # a comment inside
+    "lengths": (64, 128),
+    "cap": None,
+}
+smoke = {"steps": 3, "cap": 1}
+"""
 
 
 @pytest.fixture
@@ -26,70 +36,116 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
+def test_preset_defaults_follow_cuda(clean_env):
+    assert book.preset() == "cpu"
+    clean_env.setattr(torch.cuda, "is_available", lambda: True)
+    assert book.preset() == "gpu"
+
+
+@pytest.mark.parametrize("value", ["cpu", "gpu", " GPU ", "Cpu", ""])
+def test_preset_env_overrides(clean_env, value):
+    clean_env.setenv("BOOK_PRESET", value)
+    assert book.preset() == (value.strip().lower() or "cpu")
+
+
+def test_bad_preset_names_allowed_values(clean_env):
+    clean_env.setenv("BOOK_PRESET", "foo")
+    with pytest.raises(ValueError, match=r"BOOK_PRESET='foo'.*'cpu', 'gpu'"):
+        book.preset()
+
+
 @pytest.mark.parametrize("value", ["1", "true", " YES ", "On"])
 def test_smoke_on_forces_the_gpu_preset_without_cuda(clean_env, value):
-    assert runtime.preset() == "cpu"
+    assert book.preset() == "cpu"
     clean_env.setenv("BOOK_SMOKE", value)
-    assert runtime.smoke() is True
-    assert runtime.preset() == "gpu"
+    assert book.smoke() is True
+    assert book.preset() == "gpu"
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "No", "off"])
 def test_smoke_off_values(clean_env, value):
     clean_env.setenv("BOOK_SMOKE", value)
-    assert runtime.smoke() is False
-    assert runtime.preset() == "cpu"
-
-
-def test_smoke_unset_is_off(clean_env):
-    assert runtime.smoke() is False
+    assert book.smoke() is False
+    assert book.preset() == "cpu"
 
 
 def test_bad_smoke_value_names_the_variable(clean_env):
+    assert book.smoke() is False  # unset
     clean_env.setenv("BOOK_SMOKE", "maybe")
     with pytest.raises(ValueError, match=r"BOOK_SMOKE='maybe'"):
-        runtime.smoke()
+        book.smoke()
     with pytest.raises(ValueError, match="BOOK_SMOKE"):
-        runtime.preset()
+        book.preset()
 
 
 def test_smoke_with_the_cpu_preset_is_a_contradiction(clean_env):
     clean_env.setenv("BOOK_SMOKE", "1")
     clean_env.setenv("BOOK_PRESET", "cpu")
-    with pytest.raises(ValueError, match=r"BOOK_SMOKE.*BOOK_PRESET='cpu'"):
-        runtime.preset()
+    with pytest.raises(ValueError, match=r"BOOK_PRESET='cpu'.*BOOK_SMOKE"):
+        book.preset()
     clean_env.setenv("BOOK_PRESET", "GPU")
-    assert runtime.preset() == "gpu"
+    assert book.preset() == "gpu"
 
 
-def test_smoke_sizes_replaces_entries_only_in_a_smoke_run(clean_env):
-    normal = runtime.smoke_sizes(SIZES, steps=3, batch_size=8)
-    assert normal == SIZES and normal is not SIZES
-    clean_env.setenv("BOOK_SMOKE", "1")
-    capped = runtime.smoke_sizes(SIZES, steps=3, batch_size=8)
-    assert capped == {"steps": 3, "batch_size": 8, "d_model": 128}
-    assert SIZES["steps"] == 1000  # the page's dict is not modified
+@pytest.fixture
+def page_folder(tmp_path, clean_env):
+    (tmp_path / "page.sizes.py").write_text(SIZES_FILE)
+    threads = torch.get_num_threads()
+    yield tmp_path
+    torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("smoke", ["0", "1"])
-def test_smoke_sizes_rejects_names_the_sizes_lack(clean_env, smoke):
-    # A misspelt name fails in every run, not only in smoke runs.
-    clean_env.setenv("BOOK_SMOKE", smoke)
-    with pytest.raises(ValueError, match=r"\['step'\].*batch_size"):
-        runtime.smoke_sizes(SIZES, step=3)
+@pytest.mark.parametrize(
+    ("preset", "smoke", "expected"),
+    [
+        ("cpu", "0", {"steps": 2, "lengths": (8, 16), "cap": None}),
+        ("gpu", "0", {"steps": 4000, "lengths": (64, 128), "cap": None}),
+        ("", "1", {"steps": 3, "lengths": (64, 128), "cap": 1}),
+    ],
+)
+def test_sizes_picks_the_preset_and_caps_a_smoke_run(
+    page_folder, monkeypatch, preset, smoke, expected
+):
+    monkeypatch.setenv("BOOK_PRESET", preset)
+    monkeypatch.setenv("BOOK_SMOKE", smoke)
+    torch.set_num_threads(2)
+    sizes = book.sizes("page", page_folder)
+    assert sizes == expected and isinstance(sizes, book.Sizes)
+    assert torch.get_num_threads() == 1  # the file's threads
+    table = sizes._repr_html_()
+    for name, value in expected.items():
+        assert f"<code>{name}</code></td><td><code>{value!r}</code>" in table
+    assert f"the {preset or 'gpu'} preset" in table
+    assert ("smoke run" in table) == (smoke == "1")
 
 
-def test_smoke_sizes_rejects_a_non_mapping(clean_env):
-    with pytest.raises(TypeError, match="sizes must be a mapping, got list"):
-        runtime.smoke_sizes([("steps", 1)], steps=3)
+def test_sizes_reads_the_page_folder_by_default(page_folder, monkeypatch):
+    monkeypatch.chdir(page_folder)  # a page executes in its own folder
+    assert book.sizes("page")["steps"] == 2
+    with pytest.raises(FileNotFoundError, match=r"other\.sizes\.py"):
+        book.sizes("other")
 
 
-def test_cap_returns_the_smoke_value_only_in_a_smoke_run(clean_env):
-    assert runtime.cap(60_000, 512) == 60_000
-    assert runtime.cap((0, 1, 2, 3, 4), (0,)) == (0, 1, 2, 3, 4)
-    clean_env.setenv("BOOK_SMOKE", "yes")
-    assert runtime.cap(60_000, 512) == 512
-    assert runtime.cap((0, 1, 2, 3, 4), (0,)) == (0,)
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('cpu = {"a": 1}\ngpu = {"b": 1}\n',
+         r"only in cpu: \['a'\], only in gpu: \['b'\]"),
+        ('cpu = {"a": 1}\ngpu = {"a": 2}\nsmoke = {"c": 1}\n',
+         r"unknown in smoke: \['c'\]"),
+        ('cpu = {"a": 1}\ngpu = {"a": 2}\nspeed = 3\n',
+         r":3: a sizes file assigns literals to cpu, gpu, smoke, threads"),
+        ('threads = 1\n', "cpu and gpu must be dicts of the same sizes"),
+        ('cpu = ["a"]\ngpu = ["a"]\n', "must be dicts"),
+        ('import os\n', r":1: a sizes file assigns"),
+        ('cpu = {"a": os.cpu_count()}\n', "malformed node"),
+    ],
+)
+def test_read_sizes_rejects_what_is_not_a_sizes_file(tmp_path, text, match):
+    path = tmp_path / "page.sizes.py"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        book.read_sizes(path)
 
 
 # ---- scripts/execute_pages.py: smoke runs, data use and the report
@@ -181,12 +237,12 @@ kernelspec:
 CAPPED = HEADER + '''# Capped
 
 ```{code-cell} ipython3
-from transformer_book import data, runtime
+from transformer_book import _book as book
+from transformer_book import data
 
-SIZES = {"cpu": dict(steps=2), "gpu": dict(steps=4000)}[runtime.preset()]
-SIZES = runtime.smoke_sizes(SIZES, steps=3)
+SIZES = book.sizes("capped")
 train, valid = data.python_docs_split()
-print(runtime.preset(), SIZES)
+print(book.preset(), SIZES)
 ```
 
 ```{code-cell} ipython3
@@ -196,9 +252,9 @@ assert SIZES["steps"] > 100  # a claim only the real run meets
 BROKEN = HEADER + '''# Broken
 
 ```{code-cell} ipython3
-from transformer_book import runtime
+from transformer_book import _book as book
 
-if runtime.preset() == "gpu":
+if book.preset() == "gpu":
     raise RuntimeError("the gpu branch is broken")
 ```
 '''
@@ -209,6 +265,8 @@ def test_smoke_run_executes_the_gpu_branch_capped(tmp_path):
     """Two kernels: with the build tests, in `make slow`."""
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "capped.md").write_text(CAPPED)
+    (tmp_path / "book" / "capped.sizes.py").write_text(
+        'cpu = {"steps": 2}\ngpu = {"steps": 4000}\nsmoke = {"steps": 3}\n')
     (tmp_path / "book" / "broken.md").write_text(BROKEN)
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/capped\nchapters:\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from transformer_book.analysis import capture_attention
 from transformer_book.decoding import beam_search
 from transformer_book.models.seq2seq import (
     Seq2SeqTransformer,
@@ -85,12 +86,12 @@ def test_decode_returns_cross_attention_over_the_source():
     tgt = torch.tensor([[BOS, 3, 4]] * 3)
     with torch.no_grad():
         memory, src_keep = model.encode(src)
-        logits, weights = model.decode(tgt, memory, src_keep,
-                                       need_weights=True)
+        with capture_attention(model) as weights:
+            logits = model.decode(tgt, memory, src_keep)
         plain = model.decode(tgt, memory, src_keep)
     torch.testing.assert_close(logits, plain)  # explicit vs fused path
-    assert len(weights) == 2
-    self_w, cross_w = weights[-1]
+    assert len(weights) == 2 * 2  # per decoder layer: self, then cross
+    self_w, cross_w = weights[-2:]
     assert self_w.shape == (3, 2, 3, 3) and cross_w.shape == (3, 2, 3, 6)
     torch.testing.assert_close(cross_w.sum(-1), torch.ones(3, 2, 3,
                                                            dtype=cross_w.dtype))
@@ -119,10 +120,10 @@ def test_rotary_rotates_every_self_attention_and_no_cross_attention():
     model = _model(rotary=True)
     layers = [*model.transformer.encoder.layers,
               *model.transformer.decoder.layers]
-    rotaries = {id(layer.self_attn.rotary) for layer in layers}
-    assert None not in {layer.self_attn.rotary for layer in layers}
+    rotaries = {id(layer.self_attn.sublayer.rotary) for layer in layers}
+    assert None not in {layer.self_attn.sublayer.rotary for layer in layers}
     assert len(rotaries) == 1  # one module, shared
-    assert all(layer.cross_attn.rotary is None
+    assert all(layer.cross_attn.sublayer.rotary is None
                for layer in model.transformer.decoder.layers)
     plain = _model()
     assert sum(p.numel() for p in model.parameters()) == sum(
@@ -134,7 +135,7 @@ def test_rotary_rotates_every_self_attention_and_no_cross_attention():
         assert not torch.allclose(model(src, tgt), plain(src, tgt))
         # Without the shared module the two models are the same function.
         for layer in layers:
-            layer.self_attn.rotary = None
+            layer.self_attn.sublayer.rotary = None
         torch.testing.assert_close(model(src, tgt), plain(src, tgt))
 
 
@@ -202,7 +203,7 @@ def test_cached_beam_search_equals_uncached_and_the_search_itself(rotary):
             assert score_a == pytest.approx(score_b, abs=1e-9)
 
         # The same as decoding.beam_search over the full forward pass.
-        def log_probs_fn(tokens, row=row):
+        def log_probs_fn(tokens, parents, row=row):
             src_rows = row[None].expand(tokens.shape[0], -1)
             return model(src_rows, tokens)[:, -1].log_softmax(-1)
 
@@ -213,6 +214,25 @@ def test_cached_beam_search_equals_uncached_and_the_search_itself(rotary):
         assert [t.tolist() for t, _ in direct] == [
             t.tolist() for t, _ in cached
         ]
+
+
+def test_cached_beam_search_feeds_each_hypothesis_one_token_per_step():
+    model = _model()
+    widths, cached = [], []
+    decode = model.decode
+
+    def recording(tgt, memory, src_keep, *, cache=None):
+        widths.append(tgt.shape[1])
+        cached.append(len(cache[0]))
+        return decode(tgt, memory, src_keep, cache=cache)
+
+    model.decode = recording  # the instance attribute shadows the method
+    hyps = model.beam_search(torch.tensor([3, 4, 5]), 6, bos_id=BOS,
+                             beam_width=3)
+    # No eos: six steps, each reading the cache of the step before (its
+    # rows reordered to the surviving beams) and feeding one new token.
+    assert widths == [1] * 6 and cached == list(range(6))
+    assert len(hyps) == 3 and all(len(tokens) == 6 for tokens, _ in hyps)
 
 
 def test_generate_with_beams_keeps_each_rows_best_hypothesis():

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_book import checkpoint, training
 from transformer_book import train as cli
-from transformer_book import training
 
 TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1",
         "--threads", "1", "--device", "cpu", "--preset", "cpu",
@@ -166,7 +166,7 @@ def test_three_steps_print_the_json_line_last(tmp_path, text_file):
     history = json.loads((tmp_path / "history.json").read_text())
     assert history["steps"] == [1, 2, 3]
     assert history["losses"][-1] == result["loss"]
-    assert training.tokenizer_path(tmp_path / "gpt.pt").is_file()
+    assert checkpoint.tokenizer_path(tmp_path / "gpt.pt").is_file()
     from transformer_book.models import GPT
 
     model = GPT.from_checkpoint(tmp_path / "gpt.pt")
@@ -238,7 +238,7 @@ def test_resume_of_another_config_is_one_line(capsys, tmp_path, text_file):
     assert "different config" in usage_error(capsys, argv)
 
 
-# -- training.train: accumulation as an API --------------------------------
+# -- training.fit: accumulation as an API --------------------------------
 
 
 def test_train_accumulate_checks_micro_batches():
@@ -249,10 +249,10 @@ def test_train_accumulate_checks_micro_batches():
         return model(batch).pow(2).mean()
 
     with pytest.raises(ValueError, match="sequence of 2 micro-batches"):
-        training.train(step, [[torch.ones(1, 2)]], optimizer, accumulate=2,
+        training.fit(step, [[torch.ones(1, 2)]], optimizer, accumulate=2,
                        progress=False)
     with pytest.raises(ValueError, match="accumulate"):
-        training.train(step, [torch.ones(1, 2)], optimizer, accumulate=0)
+        training.fit(step, [torch.ones(1, 2)], optimizer, accumulate=0)
 
 
 def test_train_accumulate_equals_the_whole_batch():
@@ -273,7 +273,7 @@ def test_train_accumulate_equals_the_whole_batch():
         else:
             micro = list(zip(x.chunk(4), y.chunk(4), strict=True))
             batches = [micro] * 3
-        history = training.train(step, batches, optimizer,
+        history = training.fit(step, batches, optimizer,
                                  accumulate=accumulate, progress=False)
         results.append((history.losses, model.weight.detach().clone()))
     (losses_1, w_1), (losses_4, w_4) = results

@@ -13,14 +13,13 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
-from transformer_book import training
+from transformer_book import checkpoint
+from transformer_book.checkpoint import load_checkpoint, save_checkpoint
 from transformer_book.training import (
     History,
     WarmupCosine,
     count_parameters,
-    load_checkpoint,
-    save_checkpoint,
-    train,
+    fit,
     warmup_cosine,
 )
 
@@ -125,7 +124,7 @@ RUN = dict(epochs=EPOCHS, clip_grad_norm=1.0, eval_every=4, progress=False)
 def test_resume_mid_epoch_equals_uninterrupted_run(tmp_path, kind, stop_at):
     _seed_all(0)
     model, opt, sched, step, eval_fn, batches = _setup(kind, seed=0)
-    full = train(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
+    full = fit(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
                  model=model, **RUN)
     assert full.steps == list(range(1, TOTAL_STEPS + 1))
     final = {k: v.clone() for k, v in model.state_dict().items()}
@@ -133,7 +132,7 @@ def test_resume_mid_epoch_equals_uninterrupted_run(tmp_path, kind, stop_at):
     _seed_all(0)
     model, opt, sched, step, eval_fn, batches = _setup(kind, seed=0)
     path = tmp_path / "run" / "ckpt.pt"
-    first = train(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
+    first = fit(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
                   model=model, checkpoint=path, max_steps=stop_at, **RUN)
     assert first.steps[-1] == stop_at
 
@@ -144,7 +143,7 @@ def test_resume_mid_epoch_equals_uninterrupted_run(tmp_path, kind, stop_at):
     state = load_checkpoint(path, model=model, optimizer=opt,
                             scheduler=sched)
     assert state["step"] == stop_at
-    resumed = train(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
+    resumed = fit(step, batches, opt, scheduler=sched, eval_fn=eval_fn,
                     model=model, resume=state, **RUN)
 
     # Exact equality: the same batches, dropout masks and learning rates.
@@ -164,23 +163,23 @@ def test_checkpoint_every_and_resume_from_a_periodic_checkpoint(
 ):
     _seed_all(0)
     model, opt, sched, step, eval_fn, batches = _setup("loader_generator", 0)
-    full = train(step, batches, opt, scheduler=sched, model=model,
+    full = fit(step, batches, opt, scheduler=sched, model=model,
                  epochs=2, progress=False)
 
     _seed_all(0)
     model, opt, sched, step, eval_fn, batches = _setup("loader_generator", 0)
     path = tmp_path / "ckpt.pt"
     saved = []
-    original = training._atomic_save
+    original = checkpoint.save_verified
 
-    def spy(payload, target):
+    def spy(target, payload):
         saved.append((payload["step"], payload["loop"]["batch_in_epoch"]))
-        original(payload, target)
+        original(target, payload)
         if payload["step"] == 9:  # keep a copy of a mid-epoch checkpoint
-            original(payload, tmp_path / "step9.pt")
+            original(tmp_path / "step9.pt", payload)
 
-    monkeypatch.setattr(training, "_atomic_save", spy)
-    train(step, batches, opt, scheduler=sched, model=model, epochs=2,
+    monkeypatch.setattr(checkpoint, "save_verified", spy)
+    fit(step, batches, opt, scheduler=sched, model=model, epochs=2,
           progress=False, checkpoint=path, checkpoint_every=3)
     monkeypatch.undo()
     # Every 3 steps, then once more at the end (step 14, epoch 2 done).
@@ -190,7 +189,7 @@ def test_checkpoint_every_and_resume_from_a_periodic_checkpoint(
     model, opt, sched, step, eval_fn, batches = _setup("loader_generator", 5)
     state = load_checkpoint(tmp_path / "step9.pt", model=model,
                             optimizer=opt, scheduler=sched)
-    resumed = train(step, batches, opt, scheduler=sched, model=model,
+    resumed = fit(step, batches, opt, scheduler=sched, model=model,
                     epochs=2, progress=False, resume=state)
     assert resumed.losses == full.losses
 
@@ -247,7 +246,7 @@ def test_clipping_bounds_the_update_of_plain_sgd():
         def step(batch):
             return F.cross_entropy(model(batch[0]), batch[1]) * 100.0
 
-        history = train(step, [(x, y)], opt, clip_grad_norm=clip,
+        history = fit(step, [(x, y)], opt, clip_grad_norm=clip,
                         progress=False)
         after = torch.cat([p.detach().flatten() for p in model.parameters()])
         return (after - before).norm().item(), history
@@ -271,7 +270,7 @@ def test_a_tiny_model_overfits_one_batch():
         acc = (logits.argmax(-1) == batch[1]).float().mean()
         return F.cross_entropy(logits, batch[1]), {"acc": acc}
 
-    history = train(step, [(x, y)], opt, max_steps=150, progress=False)
+    history = fit(step, [(x, y)], opt, max_steps=150, progress=False)
     assert len(history.losses) == 150
     assert history.losses[-1] < 0.02 < history.losses[0]
     assert history.metrics["acc"][-1] == 1.0
@@ -295,7 +294,7 @@ def test_history_records_metrics_lrs_epochs_and_evaluations():
         evals.append((model.training, torch.is_grad_enabled()))
         return torch.tensor(0.5)
 
-    history = train(step, batches, opt, epochs=2, eval_fn=eval_fn,
+    history = fit(step, batches, opt, epochs=2, eval_fn=eval_fn,
                     model=model, progress=False)
     assert history.steps == [1, 2, 3, 4, 5, 6]
     assert history.metrics["double"] == pytest.approx(
@@ -329,7 +328,7 @@ def test_checkpoint_round_trip_and_file_mode(tmp_path):
     sched = warmup_cosine(opt, warmup_steps=2, total_steps=20)
     g = torch.Generator().manual_seed(5)
     x, y = _dataset().tensors
-    history = train(lambda b: F.cross_entropy(model(b[0]), b[1]), [(x, y)],
+    history = fit(lambda b: F.cross_entropy(model(b[0]), b[1]), [(x, y)],
                     opt, scheduler=sched, epochs=3, progress=False)
     old_umask = os.umask(0o027)
     try:
@@ -357,7 +356,7 @@ def test_checkpoint_round_trip_and_file_mode(tmp_path):
         "param_groups"
     ]
     assert sched2.state_dict() == sched.state_dict()
-    assert state["history"] == history
+    assert History.from_dict(state["history"]) == history
     assert (state["step"], state["epoch"]) == (3, 3)
     assert state["extra"]["note"] == "hi"
     assert torch.equal(state["extra"]["ids"], torch.arange(3))
@@ -409,9 +408,9 @@ def test_progress_bar_shown_only_when_asked_or_on_a_terminal(capsys):
     def step(batch):
         return F.mse_loss(model(batch[0]), batch[1])
 
-    train(step, batches, opt, description="fit")  # stderr is not a TTY
+    fit(step, batches, opt, description="fit")  # stderr is not a TTY
     assert capsys.readouterr().err == ""
-    train(step, batches, opt, description="fit", progress=True)
+    fit(step, batches, opt, description="fit", progress=True)
     err = capsys.readouterr().err
     assert "fit" in err and "2/2" in err
 
@@ -460,7 +459,7 @@ def test_train_rejects_bad_arguments(kwargs, error, match):
     )
     args.update(kwargs)
     with pytest.raises(error, match=match):
-        train(args.pop("step"), args.pop("batches"), args.pop("optimizer"),
+        fit(args.pop("step"), args.pop("batches"), args.pop("optimizer"),
               **args)
 
 

@@ -1,4 +1,4 @@
-"""train()'s mixed precision, throughput, label smoothing and tokenizer."""
+"""fit()'s mixed precision, throughput, label smoothing and tokenizer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import training
+from transformer_book import checkpoint, training
 from transformer_book.models import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer, load_tokenizer
 
@@ -40,7 +40,7 @@ def _step_for(model, seen):
 def test_autocast_default_is_off_on_cpu(autocast, dtype):
     model, batches, optimizer = _setup()
     seen: list[torch.dtype] = []
-    history = training.train(
+    history = training.fit(
         _step_for(model, seen), batches, optimizer, autocast=autocast
     )
     assert set(seen) == {dtype}
@@ -52,7 +52,7 @@ def test_autocast_default_is_off_on_cpu(autocast, dtype):
 def test_autocast_rejects_non_bool():
     model, batches, optimizer = _setup()
     with pytest.raises(TypeError, match="autocast"):
-        training.train(
+        training.fit(
             _step_for(model, []), batches, optimizer, autocast="bf16"
         )
 
@@ -60,7 +60,7 @@ def test_autocast_rejects_non_bool():
 @pytest.mark.parametrize("tokens", [8, lambda batch: len(batch[0])])
 def test_tokens_per_s_recorded_per_step(tokens):
     model, batches, optimizer = _setup()
-    history = training.train(
+    history = training.fit(
         _step_for(model, []), batches, optimizer, tokens_per_batch=tokens
     )
     rates = history.metrics["tokens_per_s"]
@@ -71,11 +71,11 @@ def test_tokens_per_s_recorded_per_step(tokens):
 def test_tokens_per_batch_is_checked():
     model, batches, optimizer = _setup()
     with pytest.raises(ValueError, match="tokens_per_batch"):
-        training.train(
+        training.fit(
             _step_for(model, []), batches, optimizer, tokens_per_batch=0
         )
     with pytest.raises(ValueError, match=r"tokens_per_batch\(batch\)"):
-        training.train(
+        training.fit(
             _step_for(model, []),
             batches,
             optimizer,
@@ -133,7 +133,7 @@ def test_checkpoint_saves_config_and_tokenizer(tmp_path):
         return loss
 
     path = tmp_path / "run" / "gpt.pt"
-    training.train(
+    training.fit(
         step,
         batches,
         optimizer,
@@ -144,7 +144,7 @@ def test_checkpoint_saves_config_and_tokenizer(tmp_path):
     )
     # Three lines: the model, its tokenizer, generation.
     restored = GPT.from_checkpoint(path)
-    loaded = load_tokenizer(training.tokenizer_path(path))
+    loaded = load_tokenizer(checkpoint.tokenizer_path(path))
     out = restored.generate(ids[:, :4], 5, temperature=0)
     assert loaded.encode(text) == tokenizer.encode(text)
     assert out.shape == (1, 9)
@@ -156,20 +156,20 @@ def test_checkpoint_saves_config_and_tokenizer(tmp_path):
 def test_tokenizer_needs_checkpoint():
     model, batches, optimizer = _setup()
     with pytest.raises(ValueError, match="tokenizer needs a checkpoint"):
-        training.train(
+        training.fit(
             _step_for(model, []), batches, optimizer, tokenizer=object()
         )
 
 
 def test_load_checkpoint_of_other_config_is_a_clear_error(tmp_path):
     model, _, _ = _setup()
-    path = training.save_checkpoint(tmp_path / "m.pt", model=model)
+    path = checkpoint.save_checkpoint(tmp_path / "m.pt", model=model)
     other = nn.Sequential(nn.Linear(4, 9), nn.Tanh(), nn.Linear(9, 3))
     with pytest.raises(ValueError, match="do not fit Sequential"):
-        training.load_checkpoint(path, model=other)
+        checkpoint.load_checkpoint(path, model=other)
 
 
 def test_tokenizer_path():
-    assert training.tokenizer_path("a/b.pt").name == "b.tokenizer.json"
+    assert checkpoint.tokenizer_path("a/b.pt").name == "b.tokenizer.json"
     with pytest.raises(TypeError, match="checkpoint"):
-        training.tokenizer_path(3)
+        checkpoint.tokenizer_path(3)

@@ -10,14 +10,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book import models
+from transformer_book.analysis import (
+    attention_rollout,
+    capture_attention,
+    mean_attention_distance,
+)
 from transformer_book.models.vit import (
     PatchEmbedding,
     ViT,
     ViTConfig,
-    attention_rollout,
-    mean_attention_distance,
     patchify,
-    sincos2d_encoding,
 )
 
 # --------------------------------------------------------------------------
@@ -67,9 +69,9 @@ def test_patch_embedding_equals_its_linear_form_in_float64():
 
 def test_patch_embedding_rejects_wrong_images():
     embed = PatchEmbedding(28, 7, 1, 16)
-    with pytest.raises(ValueError, match="3 channels.*in_channels=1"):
+    with pytest.raises(ValueError, match=r"\(2, 3, 28, 28\).*in_channels=1"):
         embed(torch.zeros(2, 3, 28, 28))
-    with pytest.raises(ValueError, match="32x32.*image_size=28"):
+    with pytest.raises(ValueError, match=r"\(2, 1, 32, 32\).*image_size=28"):
         embed(torch.zeros(2, 1, 32, 32))
     with pytest.raises(ValueError, match="4-D"):
         embed(torch.zeros(1, 28, 28))
@@ -77,18 +79,6 @@ def test_patch_embedding_rejects_wrong_images():
         embed(torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
     with pytest.raises(ValueError, match="30 is not divisible by patch_s"):
         PatchEmbedding(30, 7, 1, 16)
-
-
-def test_sincos2d_rows_and_columns_share_halves():
-    table = sincos2d_encoding(4, 8)
-    assert table.shape == (16, 8)
-    grid = table.view(4, 4, 8)  # (row, column, d_model)
-    # Same row -> same first half; same column -> same second half.
-    assert torch.equal(grid[2, 0, :4], grid[2, 3, :4])
-    assert torch.equal(grid[0, 1, 4:], grid[3, 1, 4:])
-    assert not torch.equal(grid[0, 0, :4], grid[1, 0, :4])
-    with pytest.raises(ValueError, match="d_model=6 must be divisible by 4"):
-        sincos2d_encoding(4, 6)
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +129,8 @@ def test_vit_shapes_and_weights(pool, positional):
     images = torch.rand(3, 1, 8, 8)
     logits = model(images)
     assert logits.shape == (3, 5)
-    again, weights = model(images, need_weights=True)
+    with capture_attention(model) as weights:
+        again = model(images)
     torch.testing.assert_close(again, logits, rtol=1e-5, atol=1e-5)
     tokens = 16 + (pool == "cls")
     assert len(weights) == config.num_layers
@@ -157,7 +148,7 @@ def test_vit_is_pre_ln_gelu_with_a_final_norm():
     model = ViT(_tiny())
     assert all(layer.norm_first for layer in model.encoder.layers)
     assert model.encoder.norm is not None
-    assert model.encoder.layers[0].feed_forward.activation == "gelu"
+    assert model.encoder.layers[0].feed_forward.sublayer.activation == "gelu"
     assert model.head.pool == "cls"
 
 
@@ -174,9 +165,9 @@ def test_vit_images_are_independent_in_a_batch():
 
 def test_vit_rejects_wrong_images():
     model = ViT(_tiny())
-    with pytest.raises(ValueError, match="2 channels.*in_channels=1"):
+    with pytest.raises(ValueError, match=r"\(1, 2, 8, 8\).*in_channels=1"):
         model(torch.zeros(1, 2, 8, 8))
-    with pytest.raises(ValueError, match="12x12.*image_size=8"):
+    with pytest.raises(ValueError, match=r"\(1, 1, 12, 12\).*image_size=8"):
         model(torch.zeros(1, 1, 12, 12))
     with pytest.raises(ValueError, match="4-D"):
         model(torch.zeros(1, 64))
@@ -230,7 +221,6 @@ def test_vit_base_parameter_count_on_meta():
 
 def test_models_package_exports_vit():
     assert models.ViT is ViT and models.ViTConfig is ViTConfig
-    assert models.vit.attention_rollout is attention_rollout
 
 
 # --------------------------------------------------------------------------
@@ -263,6 +253,7 @@ def test_rollout_matches_the_definition():
     expected = rollout[0, 1:] / rollout[0, 1:].sum()
     got = attention_rollout(weights, pool="cls")[0]
     torch.testing.assert_close(got, expected)
+    weights = _random_weights(2, 1, 3, 4, seed=2)  # a 2 x 2 grid, no [CLS]
     raw = weights[1].mean(1)[0] @ weights[0].mean(1)[0]
     got = attention_rollout(weights, residual=False, pool="mean")[0]
     torch.testing.assert_close(got, raw.mean(0))
@@ -279,12 +270,13 @@ def test_rollout_follows_a_hard_attention_chain():
 
 def test_rollout_of_a_trained_vit():
     model = ViT(_tiny()).eval()
-    _, weights = model(torch.rand(2, 1, 8, 8), need_weights=True)
+    with capture_attention(model) as weights:
+        model(torch.rand(2, 1, 8, 8))
     assert attention_rollout(weights).shape == (2, 16)
 
 
 def test_rollout_rejects_bad_weights():
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match=r"len\(weights\)=0"):
         attention_rollout([])
     with pytest.raises(ValueError, match="4-D"):
         attention_rollout([torch.rand(2, 5, 5)])
@@ -306,5 +298,6 @@ def test_mean_attention_distance():
     assert distance[0, 0] == 0.0
     torch.testing.assert_close(distance[1, 0], torch.tensor(7 * 2**0.5))
     model = ViT(_tiny()).eval()
-    _, weights = model(torch.rand(2, 1, 8, 8), need_weights=True)
+    with capture_attention(model) as weights:
+        model(torch.rand(2, 1, 8, 8))
     assert mean_attention_distance(weights).shape == (2, 2)

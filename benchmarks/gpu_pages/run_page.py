@@ -45,7 +45,7 @@ finally:
     if myst_nb is not None:
         result["glue"] = getattr(myst_nb, "GLUED", {})
     try:
-        import transformer_book.runtime as rt
+        import transformer_book._book as rt
 
         result["preset"] = rt.preset()
     except Exception as error:  # noqa: BLE001

@@ -33,12 +33,10 @@ import json
 import os
 import random
 import re
-import sys
 import urllib.parse
 import urllib.request
-import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
@@ -47,9 +45,19 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_bool, check_choice, check_int, check_number
+from ._book import _warn_once, logs_use
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_id_tensor,
+    check_int,
+    check_integer_tensor,
+    check_number,
+    check_tensor_like,
+)
 from ._io import atomic_open, atomic_write_bytes
 
 __all__ = [
@@ -68,14 +76,18 @@ __all__ = [
     "cache_dir",
     "download",
     "fashion_mnist",
+    "mask_tokens",
     "mnist_5k",
     "multi30k",
     "number_lists",
     "number_pairs",
     "number_words",
+    "pad_batch",
     "python_docs_sentences",
     "python_docs_split",
     "python_docs_text",
+    "random_shift",
+    "random_windows",
     "seed_cache",
     "tiny_shakespeare",
 ]
@@ -249,10 +261,6 @@ def python_docs_split(valid_fraction: float = 0.1) -> tuple[str, str]:
 
     Returns:
         ``(train, valid)`` strings.
-
-    Raises:
-        TypeError: if ``valid_fraction`` is not a real number.
-        ValueError: if ``valid_fraction`` is not strictly between 0 and 1.
     """
     valid_fraction = check_number(
         "valid_fraction",
@@ -401,11 +409,6 @@ def number_words(
 
     Returns:
         The words for ``start, start + 1, ..., stop - 1``.
-
-    Raises:
-        TypeError: if an argument has the wrong type.
-        ValueError: if ``lang`` is not supported or the range is empty or
-            negative.
     """
     _check_language("lang", lang)
     start, stop = _check_range(start, stop)
@@ -493,12 +496,6 @@ def number_pairs(
 
     Returns:
         A :class:`NumberPairs` with the three splits and their numbers.
-
-    Raises:
-        TypeError: if an argument has the wrong type.
-        ValueError: if ``src`` or ``tgt`` is not supported (the message
-            lists the supported codes), the range is empty, or the
-            fractions are not in [0, 1) with a sum below 1.
     """
     _check_language("src", src)
     _check_language("tgt", tgt)
@@ -557,6 +554,15 @@ def _sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _check_sha256(
+    source: Any, actual: str, expected: str, of: str = "", after: str = ""
+) -> None:
+    """Raise ``ValueError`` naming ``source`` if the digests differ."""
+    if actual != expected:
+        raise ValueError(f"checksum mismatch for {source}: expected "
+                         f"sha256={expected}{of}, got {actual}{after}")
 
 
 def download(
@@ -649,12 +655,8 @@ def download(
                     f"{url} is not a complete gzip file ({error}); the "
                     "downloaded file was removed"
                 ) from error
-        actual = digest.hexdigest()
-        if actual != expected:
-            raise ValueError(
-                f"checksum mismatch for {url}: expected sha256={expected}, "
-                f"got {actual}; the downloaded file was removed"
-            )
+        _check_sha256(url, digest.hexdigest(), expected,
+                      after="; the downloaded file was removed")
     return target
 
 
@@ -704,10 +706,6 @@ def multi30k(
 
     Returns:
         The ``(source, target)`` sentence pairs of the split, in file order.
-
-    Raises:
-        ValueError: if ``split``, ``src`` or ``tgt`` is not one of the
-            values above, or ``src == tgt``.
     """
     check_choice("split", split, sorted(_MULTI30K_SPLITS))
     languages = ("de", "en", "fr")
@@ -846,12 +844,8 @@ def _verified_idx(path: Path, name: str) -> bytes:
         except (gzip.BadGzipFile, EOFError, zlib.error) as error:
             raise ValueError(f"{path} is not a gzip file ({error})") from error
     actual = hashlib.sha256(raw).hexdigest()
-    expected = FASHION_MNIST_SHA256[name]
-    if actual != expected:
-        raise ValueError(
-            f"checksum mismatch for {path}: expected sha256={expected} of "
-            f"the decompressed {name}, got {actual}"
-        )
+    _check_sha256(path, actual, FASHION_MNIST_SHA256[name],
+                  of=f" of the decompressed {name}")
     return raw
 
 
@@ -910,12 +904,6 @@ def fashion_mnist(
     Shape:
         - images: ``(N, 1, 28, 28)`` float32 in ``[0, 1]``.
         - labels: ``(N,)`` int64 classes ``0 .. 9``.
-
-    Raises:
-        ValueError: if ``split`` is unknown, or a copy does not match its
-            checksum.
-        urllib.error.URLError: if a download is needed and the server
-            cannot be reached.
     """
     check_choice("split", split, sorted(_FASHION_MNIST_SPLITS))
     prefix = _FASHION_MNIST_SPLITS[split]
@@ -968,12 +956,6 @@ def number_lists(
 
     Returns:
         ``count`` pairs ``(source_list, target_list)``.
-
-    Raises:
-        TypeError: if ``rng`` is neither a ``random.Random`` nor an int,
-            or ``separator`` is not a string.
-        ValueError: if ``pairs`` is empty, ``count < 0`` or
-            ``max_numbers < 1``.
 
     Example:
         >>> pairs = [("one", "un"), ("two", "deux")]
@@ -1093,10 +1075,6 @@ def python_docs_sentences(
         :data:`PYTHON_DOCS_CHAPTERS` and its topics, their labels (indices
         into ``chapters``), and the chapter names.
 
-    Raises:
-        TypeError: if a word count is not an int.
-        ValueError: if ``min_words < 1`` or ``max_words < min_words``.
-
     Example:
         >>> sentences, labels, chapters = python_docs_sentences()
         >>> chapters[:3]
@@ -1214,90 +1192,166 @@ def seed_cache(
                     f"{source} is not a complete gzip file ({error})"
                 ) from error
             actual = digest.hexdigest()
-            if actual != expected:
-                what = "decompressed " if gunzip else ""
-                raise ValueError(
-                    f"checksum mismatch for {source}: expected "
-                    f"sha256={expected} of the {what}file, got {actual}; "
-                    f"nothing was written to {target}"
-                )
+            what = "decompressed " if gunzip else ""
+            _check_sha256(source, actual, expected, f" of the {what}file",
+                          f"; nothing was written to {target}")
         report[name] = "copied"
     return report
 
 
-#: Environment variable naming a file where data functions record each
-#: call (one JSON line: the page in :data:`PAGE_ENV_VAR`, the call), so
-#: that ``make book`` can say which data each page used. A log that cannot
-#: be written is skipped, with one warning per path: it never costs data.
-DATA_LOG_ENV_VAR = "BOOK_DATA_LOG"
-#: Environment variable holding the page a kernel executes.
-PAGE_ENV_VAR = "BOOK_PAGE"
-_log_depth = 0
-_warned: set[str] = set()
+python_docs_text = logs_use(python_docs_text)
+python_docs_split = logs_use(python_docs_split)
+python_docs_sentences = logs_use(python_docs_sentences)
+number_words = logs_use(number_words)
+number_pairs = logs_use(number_pairs)
+mnist_5k = logs_use(mnist_5k)
+tiny_shakespeare = logs_use(tiny_shakespeare)
+multi30k = logs_use(multi30k)
+fashion_mnist = logs_use(fashion_mnist)
 
 
-def _warn_once(location: str, message: str) -> None:
-    """Warn about ``location`` once per process, at the caller's line.
+# --------------------------------------------------------------------------
+# Batches: windows of a text, shifted images, padded and masked token ids
+# --------------------------------------------------------------------------
 
-    The warning points at the first frame outside this module, however
-    deep the data functions call each other.
+
+def random_windows(
+    ids: Tensor,
+    block_size: int,
+    batch_size: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Windows cut at random places of ``ids``, and the ids that follow.
+
+    A language model's batch (nanoGPT's ``get_batch``): the targets are
+    the inputs shifted left by one. The starts are drawn on the CPU, so a
+    seeded ``generator`` gives the same batches on every device.
+
+    Shape:
+        - ids: ``(N,)``; returns inputs and targets ``(B, block_size)``.
     """
-    if location in _warned:
-        return
-    _warned.add(location)
-    level, frame = 2, sys._getframe(1)
-    while frame.f_code.co_filename == __file__ and frame.f_back:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level)
+    starts = torch.randint(len(ids) - block_size, (batch_size,),
+                           generator=generator).to(ids.device)
+    offsets = torch.arange(block_size + 1, device=ids.device)
+    windows = ids[starts[:, None] + offsets]  # (B, block_size + 1)
+    return windows[:, :-1], windows[:, 1:]
 
 
-def _call_text(name: str, args: tuple, kwargs: dict) -> str:
-    def short(value: object) -> str:
-        text = repr(value)
-        return text if len(text) <= 40 else text[:37] + "..."
+def random_shift(
+    images: Tensor, max_shift: int, generator: torch.Generator | None = None
+) -> Tensor:
+    """Shift each image by up to ``max_shift`` pixels, filling with zeros.
 
-    parts = [short(a) for a in args]
-    parts += [f"{k}={short(v)}" for k, v in kwargs.items() if k != "cache_dir"]
-    return f"{name}({', '.join(parts)})"
+    Pad every side by ``max_shift``, then cut each image's window at its
+    own random offset, all images at once by indexing.
 
-
-def _logs_use(fn: Any) -> Any:
-    """Record the outermost calls of a data function in the data log."""
-
-    @functools.wraps(fn)
-    def logged(*args: Any, **kwargs: Any) -> Any:
-        global _log_depth
-        log = os.environ.get(DATA_LOG_ENV_VAR, "").strip()
-        if log and _log_depth == 0:
-            line = json.dumps({
-                "page": os.environ.get(PAGE_ENV_VAR, ""),
-                "call": _call_text(fn.__name__, args, kwargs),
-            })
-            try:
-                with open(log, "a", encoding="utf-8") as f:
-                    f.write(line + "\n")
-            except OSError as error:  # a log must never cost the data
-                _warn_once(
-                    f"log {log}",
-                    f"cannot write the data log ${DATA_LOG_ENV_VAR}={log!r} "
-                    f"({error}); data calls are not recorded while it "
-                    "cannot be written",
-                )
-        _log_depth += 1
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _log_depth -= 1
-
-    return logged
+    Shape:
+        - images: ``(B, C, H, W)``; returns the same shape.
+    """
+    B, C, H, W = images.shape
+    padded = F.pad(images, (max_shift,) * 4)  # (B, C, H + 2s, W + 2s)
+    offsets = torch.randint(0, 2 * max_shift + 1, (2, B),
+                            generator=generator).to(images.device)
+    rows = offsets[0, :, None] + torch.arange(H, device=images.device)
+    cols = offsets[1, :, None] + torch.arange(W, device=images.device)
+    batch = torch.arange(B, device=images.device)[:, None, None]
+    pixels = padded.permute(0, 2, 3, 1)  # (B, H + 2s, W + 2s, C)
+    window = pixels[batch, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
+    return window.permute(0, 3, 1, 2)  # (B, C, H, W)
 
 
-python_docs_text = _logs_use(python_docs_text)
-python_docs_split = _logs_use(python_docs_split)
-python_docs_sentences = _logs_use(python_docs_sentences)
-number_words = _logs_use(number_words)
-number_pairs = _logs_use(number_pairs)
-mnist_5k = _logs_use(mnist_5k)
-tiny_shakespeare = _logs_use(tiny_shakespeare)
-multi30k = _logs_use(multi30k)
-fashion_mnist = _logs_use(fashion_mnist)
+def pad_batch(
+    sequences: Sequence[Sequence[int]],
+    pad_id: int = 0,
+    *,
+    device: torch.device | str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Right-pad token-id sequences into one batch.
+
+    Args:
+        sequences: ``B`` non-empty sequences of int ids.
+        pad_id: the id written after each shorter sequence.
+        device: the device of the returned tensors.
+
+    Shape:
+        - returns ``ids`` ``(B, T)``, ``T`` the longest, and ``lengths``
+          ``(B,)``, both ``torch.long``.
+    """
+    pad_id = check_int("pad_id", pad_id, minimum=0)
+    check_int("len(sequences)", len(sequences))
+    rows = []
+    for i, sequence in enumerate(sequences):
+        name = f"sequences[{i}]"
+        row = check_tensor_like(name, sequence, "a sequence of int token ids")
+        if row.ndim != 1 or len(row) == 0 or int(row.min()) < 0:
+            raise ValueError(f"{name} must be a non-empty 1-D sequence of "
+                             f"ids >= 0, got {row.tolist()}")
+        check_integer_tensor(name, row, "int token ids")
+        rows.append(row.long())
+    lengths = [len(row) for row in rows]
+    ids = torch.full((len(rows), max(lengths)), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    return ids.to(device), torch.tensor(lengths, device=device)
+
+
+def mask_tokens(
+    ids: Tensor,
+    *,
+    mask_id: int,
+    vocab_size: int,
+    prob: float = 0.15,
+    special_ids: Iterable[int] = (),
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Corrupt token ids for masked language modelling (Devlin et al., 2019).
+
+    Each non-special position is chosen with probability ``prob``; of the
+    chosen, 80% become ``mask_id``, 10% a random non-special id and 10%
+    keep theirs. ``mask_id`` is always special.
+
+    Args:
+        ids: token ids in ``range(vocab_size)``.
+        mask_id: the ``[MASK]`` id.
+        vocab_size: the number of ids.
+        prob: the probability of choosing a position.
+        special_ids: ids never chosen nor drawn (padding, ``[CLS]``...).
+        generator: the generator (on ``ids``'s device).
+
+    Shape:
+        - ids: any shape; returns ``(inputs, labels)`` of that shape, the
+          labels -100 (``F.cross_entropy``'s ``ignore_index``) where
+          nothing was chosen.
+    """
+    vocab_size = check_int("vocab_size", vocab_size)
+    check_id_tensor("ids", ids, vocab_size)
+    prob = check_number("prob", prob, minimum=0.0, maximum=1.0)
+    named = [("mask_id", mask_id)]
+    named += [(f"special_ids[{i}]", v) for i, v in enumerate(special_ids)]
+    special = set()
+    for name, value in named:
+        value = check_int(name, value, minimum=0)
+        if value >= vocab_size:
+            raise ValueError(f"{name}={value} is outside the vocabulary "
+                             f"(vocab_size={vocab_size})")
+        special.add(value)
+    if len(special) >= vocab_size:
+        raise ValueError(f"every id of the vocabulary (vocab_size="
+                         f"{vocab_size}) is special: none can be chosen")
+    device = ids.device
+    is_special = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+    is_special[sorted(special)] = True
+    ids = ids.long()
+    chosen = (
+        torch.rand(ids.shape, generator=generator, device=device) < prob
+    ) & ~is_special[ids]
+    # One more draw splits the chosen: [0, 0.8) mask, [0.8, 0.9) random.
+    split = torch.rand(ids.shape, generator=generator, device=device)
+    to_mask = chosen & (split < 0.8)
+    to_random = chosen & (split >= 0.8) & (split < 0.9)
+    allowed = (~is_special).nonzero().squeeze(1)  # the non-special ids
+    draws = torch.randint(len(allowed), ids.shape, generator=generator,
+                          device=device)
+    inputs = ids.masked_fill(to_mask, mask_id)
+    inputs = inputs.where(~to_random, allowed[draws])
+    return inputs, ids.masked_fill(~chosen, -100)

@@ -6,12 +6,12 @@
     python -m transformer_book.train gpt --data my_text.txt --out runs/mine
     torchrun --nproc_per_node=2 -m transformer_book.train gpt --out runs/ddp
 
-Three tasks, each with the book's defaults for the ``cpu`` and ``gpu``
-presets: ``gpt`` (a character-level :class:`~transformer_book.models.GPT`
-on the embedded Python documentation, Tiny Shakespeare or any text file),
-``translate`` (a :class:`~transformer_book.models.Seq2SeqTransformer` on
-the number-list task, English words to French) and ``vit`` (a
-:class:`~transformer_book.models.ViT` on MNIST 5k).
+Three tasks, each one of :mod:`~transformer_book.recipes` (the pages'
+models and hyperparameters, for the ``cpu`` and ``gpu`` presets; the
+flags change its sizes): ``gpt`` (a character-level GPT on the embedded
+Python documentation, Tiny Shakespeare or any text file), ``translate``
+(the number-list task, English words to French; the source tokenizer is
+saved beside the target's) and ``vit`` (MNIST 5k or Fashion-MNIST).
 
 Data parallel: under ``torchrun`` (or any launcher that sets ``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``) each process joins the
@@ -19,15 +19,15 @@ process group (``nccl`` on CUDA, ``gloo`` on the CPU), wraps the model in
 ``DistributedDataParallel`` and trains on its own share of every global
 batch: ``--batch-size`` is the global batch, the same whatever the number
 of processes. Each process draws the whole global batch from a generator
-seeded by ``--seed`` and the step, and keeps rows ``rank * B / N`` to
-``(rank + 1) * B / N``; the loss is normalised by the global batch, so the
-averaged gradients are those of one process on the whole batch. Only rank
-0 shows progress, writes ``--out`` and prints the result.
+seeded by ``--seed`` and keeps its rows; each share's loss is weighted by
+what it counts of the global batch (tokens, images), so the averaged
+gradients are those of one process on the whole batch. Only rank 0 shows
+progress, writes ``--out`` and prints the result.
 
 The last line printed is JSON: ``{"step", "loss", "val_loss",
-"world_size", "seconds", "tokens_per_s"}``, where ``loss`` is the last
-step's training loss over the global batch and ``seconds`` the wall time of
-the training loop.
+"world_size", "seconds", "tokens_per_s"}``: the last step's training loss
+over the global batch, the recipe's evaluation loss, the wall time of the
+training loop and the mean throughput of its steps.
 
 Everything that can be checked is checked before the first step: every
 flag, the device, the data and its encoding, the ``--out`` folder (created
@@ -43,11 +43,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import math
 import os
-import random
 import sys
 import tempfile
 import time
@@ -57,49 +55,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
-from transformer_book import data, runtime, training
+from transformer_book import _book, recipes, runtime, training
 from transformer_book._io import atomic_write_bytes
+from transformer_book.checkpoint import load_checkpoint
 
 __all__ = ["TASKS", "build_parser", "main"]
 
-#: The tasks, and the data each reads by default.
+#: The tasks: the recipes the command line trains.
 TASKS = ("gpt", "translate", "vit")
 
-# The book's sizes (book/implementation/gpt.md, translation.md and
-# book/vision/training-vit.md), per task and preset.
-_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "gpt": {
-        "cpu": dict(data="python-docs", steps=500, batch_size=32, lr=3e-3,
-                    d_model=64, num_heads=4, num_layers=2, block_size=64),
-        "gpu": dict(data="tiny-shakespeare", steps=2000, batch_size=64,
-                    lr=1e-3, d_model=384, num_heads=6, num_layers=6,
-                    block_size=256),
-    },
-    "translate": {
-        "cpu": dict(data="numbers", steps=800, batch_size=64, lr=3e-3,
-                    d_model=64, num_heads=4, num_layers=2, d_ff=128,
-                    stop=1_000),
-        "gpu": dict(data="numbers", steps=3000, batch_size=256, lr=2e-3,
-                    d_model=128, num_heads=4, num_layers=3, d_ff=512,
-                    stop=10_000),
-    },
-    "vit": {
-        "cpu": dict(data="mnist-5k", steps=960, batch_size=64, lr=2e-3,
-                    d_model=64, num_heads=4, num_layers=3, d_ff=128,
-                    patch_size=7),
-        "gpu": dict(data="mnist-5k", steps=4000, batch_size=256, lr=2e-3,
-                    d_model=128, num_heads=4, num_layers=6, d_ff=256,
-                    patch_size=7),
-    },
-}
-
-_GPT_DATA = ("python-docs", "tiny-shakespeare")
-_LABEL_SMOOTHING = 0.1  # the translation page's
-_TRANSLATE_LISTS = 20_000  # training lists drawn once
-_VAL_ROWS = 256  # held-out lists for the translation val_loss
+# Which recipe each task trains, and the recipe's size behind each flag.
+_RECIPES = {"gpt": "gpt", "translate": "translation", "vit": "vit"}
+_FLAGS = ("steps", "batch_size", "lr", "warmup", "dropout", "d_model",
+          "num_heads", "num_layers", "d_ff", "block_size", "patch_size")
+_DATA = {"gpt": ("python-docs", "tiny-shakespeare"), "translate": ("numbers",),
+         "vit": ("mnist-5k", "fashion-mnist")}
 
 
 class UsageError(Exception):
@@ -111,34 +83,27 @@ class UsageError(Exception):
 # --------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _number(
+    kind: type, ok: Callable[[Any], bool], expected: str
+) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)``, refused unless ``ok``."""
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(
+                f"must be {expected}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int"
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
-
-
-def _probability(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
-
-
-def _seed(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= runtime.MAX_SEED:
-        raise argparse.ArgumentTypeError(
-            f"seed={value} is out of range: expected 0 <= seed < 2**32"
-        )
-    return value
+_positive_int = _number(int, lambda v: v >= 1, "at least 1")
+_positive_float = _number(
+    float, lambda v: math.isfinite(v) and v > 0, "above 0")
+_probability = _number(float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
+_seed = _number(int, lambda v: 0 <= v <= runtime.MAX_SEED,
+                "0 <= seed < 2**32")
 
 
 def _device(text: str) -> torch.device:
@@ -177,18 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--data", help=(
         "gpt: 'python-docs' (embedded), 'tiny-shakespeare' or a text file; "
-        "translate: 'numbers'; vit: 'mnist-5k' (default: the preset's)"))
+        "translate: 'numbers'; vit: 'mnist-5k' or 'fashion-mnist' "
+        "(default: the preset's)"))
     add("--steps", type=_positive_int, help="optimizer steps in all")
     add("--batch-size", type=_positive_int,
         help="the global batch, split across processes")
     add("--accumulate", type=_positive_int, default=1,
         help="micro-batches per step (gradient accumulation)")
     add("--lr", type=_positive_float, help="peak learning rate")
-    add("--warmup", type=int, help="warmup steps (default: steps // 10)")
-    add("--dropout", type=_probability, default=0.0)
+    add("--warmup", type=int, help="warmup steps (default: the recipe's)")
+    add("--dropout", type=_probability)
     add("--seed", type=_seed, default=0, help="0 <= seed < 2**32")
-    add("--preset", choices=runtime.PRESETS,
-        help="the book's sizes to start from (default: runtime.preset())")
+    add("--preset", choices=recipes.PRESETS,
+        help="the recipe's sizes to start from (default: gpu with CUDA)")
     add("--out", type=Path,
         help="folder for the checkpoint, tokenizer and history")
     add("--resume", action="store_true",
@@ -219,60 +185,59 @@ def build_parser() -> argparse.ArgumentParser:
 def _options(
     parser: argparse.ArgumentParser, argv: Sequence[str] | None
 ) -> argparse.Namespace:
-    """Parsed and checked options, with the preset's defaults filled in.
+    """Parsed and checked options; the recipe's sizes fill the rest.
 
     Every check that needs no data and no process group is here; each
     failure is ``parser.error`` (the usage line, one error line, exit 2).
     """
     args = parser.parse_args(argv)
-    preset = args.preset or runtime.preset()
-    args.preset = preset
-    args.defaulted = set()  # the options the preset filled in
-    for name, value in _DEFAULTS[args.task][preset].items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
-            args.defaulted.add(name)
-    if args.warmup is None:
-        args.warmup = args.steps // 10
-    if not 0 <= args.warmup < args.steps:
-        parser.error(f"--warmup must be in [0, --steps), got {args.warmup}")
-    if args.until is not None and args.until > args.steps:
-        parser.error(f"--until={args.until} is past --steps={args.steps}")
-    if args.resume and args.out is None:
-        parser.error("--resume needs --out, the run's folder")
-    if args.checkpoint_every and args.out is None:
-        parser.error("--checkpoint-every needs --out")
-    if args.d_model % args.num_heads:
-        parser.error(
-            f"--num-heads={args.num_heads} must divide "
-            f"--d-model={args.d_model}"
-        )
-    if args.task == "vit" and 28 % args.patch_size:
-        parser.error(
-            f"--patch-size={args.patch_size} must divide the image size 28"
-        )
-    expected = {"translate": ("numbers",), "vit": ("mnist-5k",)}
-    if args.task in expected and args.data not in expected[args.task]:
-        parser.error(
-            f"--data for {args.task} must be {expected[args.task][0]!r}, "
-            f"got {args.data!r}"
-        )
+    args.preset = args.preset or _book.preset()
+    sizes = recipes.defaults(_RECIPES[args.task], args.preset)
+    sizes.setdefault("num_layers", sizes.get("enc_layers"))
+    sizes.setdefault("data", "numbers")
+    # The flags left out take the recipe's sizes (shown, not passed on).
+    args.defaulted = {n for n in (*_FLAGS, "data") if getattr(args, n, None)
+                      is None}
+    for name in args.defaulted:
+        setattr(args, name, sizes.get(name))
+    problems = [
+        ("warmup" not in args.defaulted
+         and not 0 <= args.warmup < args.steps,
+         f"--warmup must be in [0, --steps), got {args.warmup}"),
+        (args.until is not None and args.until > args.steps,
+         f"--until={args.until} is past --steps={args.steps}"),
+        (args.resume and args.out is None,
+         "--resume needs --out, the run's folder"),
+        (args.checkpoint_every and args.out is None,
+         "--checkpoint-every needs --out"),
+        (args.d_model % args.num_heads,
+         f"--num-heads={args.num_heads} must divide --d-model={args.d_model}"),
+        (args.task == "vit" and 28 % args.patch_size,
+         f"--patch-size={args.patch_size} must divide the image size 28"),
+        (args.task != "gpt" and args.data not in _DATA[args.task],
+         f"--data for {args.task} must be {_DATA[args.task][0]!r}, got "
+         f"{args.data!r}"),
+    ]
+    for bad, message in problems:
+        if bad:
+            parser.error(message)
     args.text = None  # the text of a --data file
-    if args.task == "gpt" and args.data not in _GPT_DATA:
-        if not Path(args.data).is_file():
-            parser.error(
-                f"--data {args.data}: no such file (or use one of "
-                f"{', '.join(_GPT_DATA)})"
-            )
-        try:
-            args.text = Path(args.data).read_text(encoding="utf-8")
-        except (OSError, UnicodeError) as error:
-            parser.error(
-                f"--data {args.data} cannot be read as UTF-8 text: {error}"
-            )
+    if args.task == "gpt" and args.data not in _DATA["gpt"]:
+        args.text = _read_text(parser, args.data)
     if args.out is not None:
         _check_out(parser, args)
     return args
+
+
+def _read_text(parser: argparse.ArgumentParser, path: str) -> str:
+    """The UTF-8 text of a ``--data`` file."""
+    if not Path(path).is_file():
+        parser.error(f"--data {path}: no such file (or use one of "
+                     f"{', '.join(_DATA['gpt'])})")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as error:
+        parser.error(f"--data {path} cannot be read as UTF-8 text: {error}")
 
 
 def _check_out(
@@ -350,292 +315,39 @@ def _shard(
     ]
 
 
-def _step_generator(seed: int, step: int) -> torch.Generator:
-    """The generator that draws global batch ``step``: the same on every
-    rank and for any number of processes."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + step)
-
-
-# --------------------------------------------------------------------------
-# Tasks: a model, a global batch per step, a loss and a validation loss
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class _Task:
-    model: nn.Module
-    # step -> the global batch's rows (on the CPU)
-    draw: Callable[[int], Any]
-    # (global batch, rows of one micro-batch) -> micro-batch on the device
-    take: Callable[[Any, slice], Any]
-    # (model, micro-batch, scale) -> loss; scale turns this rank's share
-    # into its part of the global batch's mean
-    loss: Callable[[nn.Module, Any, Any], Tensor]
-    # global batch -> normaliser shared by every rank
-    norm: Callable[[Any], float]
-    tokens: Callable[[Any], int]  # tokens of one global batch
-    val_loss: Callable[[nn.Module], float]
-    tokenizer: Any
-    extra: dict[str, Any]
-
-
-def _load(
-    args: argparse.Namespace, load: Callable[..., Any], **kw: Any
-) -> Any:
-    """``load(**kw)``; failing to read or fetch the data is a usage error
-    that names ``--data``."""
+def _recipe(args: argparse.Namespace) -> recipes.Recipe:
+    """The task's recipe with the flags' sizes; bad data is a usage error."""
+    sizes = {name: getattr(args, name) for name in _FLAGS
+             if name not in args.defaulted}
+    if "num_layers" in sizes and args.task == "translate":
+        sizes["enc_layers"] = sizes["dec_layers"] = sizes.pop("num_layers")
+    if args.task != "translate" and "data" not in args.defaulted:
+        sizes["data"] = args.data
+    if args.text is not None:
+        sizes.update(data="file", text=args.text)
+        least = 10 * (args.block_size + 2)
+        if len(args.text) < least:
+            raise UsageError(f"--data has {len(args.text)} characters; "
+                             f"--block-size {args.block_size} needs {least}")
     try:
-        return load(**kw)
+        return recipes.get(_RECIPES[args.task], args.preset, **sizes)
     except (OSError, ValueError, ImportError) as error:
-        default = (
-            f" (the {args.preset} preset's)" if "data" in args.defaulted
-            else ""
-        )
+        default = (f" (the {args.preset} preset's)"
+                   if "data" in args.defaulted else "")
         raise UsageError(
             f"--data {args.data}{default} cannot be loaded: {error}"
         ) from error
 
 
-def _fingerprint(*parts: bytes) -> str:
-    """The SHA-256 of the training data, kept in the checkpoint's extra."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(len(part).to_bytes(8, "little") + part)
-    return digest.hexdigest()
-
-
-def _gpt_text(args: argparse.Namespace) -> tuple[str, str]:
-    if args.data == "python-docs":
-        return data.python_docs_split()
-    text = args.text
-    if args.data == "tiny-shakespeare":
-        text = _load(args, data.tiny_shakespeare)
-    cut = int(0.9 * len(text))
-    return text[:cut], text[cut:]
-
-
-def _gpt_task(args: argparse.Namespace, device: torch.device) -> _Task:
-    from transformer_book.models import GPT, GPTConfig
-    from transformer_book.tokenization import CharTokenizer
-
-    train_text, valid_text = _gpt_text(args)
-    T = args.block_size
-    size = len(train_text) + len(valid_text)
-    if size < 10 * (T + 2):
-        raise UsageError(
-            f"--data has {size} characters; --block-size {T} needs at "
-            f"least {10 * (T + 2)}"
-        )
-    tokenizer = CharTokenizer(byte_fallback=False).train(
-        train_text + valid_text
-    )
-    train_ids = torch.tensor(tokenizer.encode(train_text))
-    valid_ids = torch.tensor(tokenizer.encode(valid_text))
-    config = GPTConfig(
-        vocab_size=tokenizer.vocab_size, max_seq_len=T,
-        d_model=args.d_model, num_heads=args.num_heads,
-        num_layers=args.num_layers, d_ff=args.d_ff, dropout=args.dropout,
-    )
-    model = GPT(config)
-    offsets = torch.arange(T + 1)
-
-    def draw(step: int) -> Tensor:
-        starts = torch.randint(
-            len(train_ids) - T, (args.batch_size,),
-            generator=_step_generator(args.seed, step),
-        )
-        return train_ids[starts[:, None] + offsets]  # (B, T + 1)
-
-    def take(batch: Tensor, rows: slice) -> Tensor:
-        return batch[rows].to(device)
-
-    def loss(model: nn.Module, windows: Tensor, scale: Any) -> Tensor:
-        _, mean = model(windows[:, :-1], windows[:, 1:])
-        return mean
-
-    count = (len(valid_ids) - 1) // T
-    valid_x = valid_ids[: count * T].view(count, T)  # (N, T)
-    valid_y = valid_ids[1 : count * T + 1].view(count, T)  # (N, T)
-
-    def val_loss(model: nn.Module) -> float:
-        total = 0.0
-        for i in range(0, count, 64):
-            x, y = valid_x[i : i + 64], valid_y[i : i + 64]
-            _, mean = model(x.to(device), y.to(device))
-            total += float(mean) * len(x)
-        return total / count
-
-    return _Task(
-        model=model, draw=draw, take=take, loss=loss,
-        norm=lambda batch: 1.0,
-        tokens=lambda batch: batch.shape[0] * T,
-        val_loss=val_loss, tokenizer=tokenizer,
-        extra={
-            "config": config.to_dict(),
-            "data": _fingerprint(train_text.encode(), valid_text.encode()),
-        },
-    )
-
-
-def _translate_task(
-    args: argparse.Namespace, device: torch.device
-) -> _Task:
-    from transformer_book.models import (
-        Seq2SeqTransformer,
-        Seq2SeqTransformerConfig,
-    )
-    from transformer_book.tokenization import WordTokenizer
-
-    pairs = _load(
-        args, data.number_pairs, src="en", tgt="fr", start=0,
-        stop=args.stop, valid_fraction=0.0, test_fraction=0.1,
-    )
-    rng = random.Random(0)
-    train_lists = data.number_lists(pairs.train, _TRANSLATE_LISTS, rng=rng)
-    valid_lists = data.number_lists(pairs.test, _VAL_ROWS, rng=rng)
-    # One vocabulary for both languages: one tokenizer to save.
-    tokenizer = WordTokenizer().train(
-        "\n".join(en + "\n" + fr for en, fr in train_lists)
-    )
-    pad = tokenizer.pad_id
-
-    def encode(lists: list[tuple[str, str]]) -> list[tuple[Tensor, Tensor]]:
-        return [
-            (
-                torch.tensor(tokenizer.encode(en)),
-                torch.tensor(tokenizer.encode(fr, bos=True, eos=True)),
-            )
-            for en, fr in lists
-        ]
-
-    train_rows, valid_rows = encode(train_lists), encode(valid_lists)
-    longest = max(len(t) for rows in (train_rows, valid_rows)
-                  for pair in rows for t in pair)
-    config = Seq2SeqTransformerConfig(
-        src_vocab_size=tokenizer.vocab_size,
-        tgt_vocab_size=tokenizer.vocab_size, max_seq_len=longest,
-        d_model=args.d_model, num_heads=args.num_heads,
-        num_encoder_layers=args.num_layers,
-        num_decoder_layers=args.num_layers, d_ff=args.d_ff,
-        dropout=args.dropout, pad_id=pad,
-    )
-    model = Seq2SeqTransformer(config)
-
-    def draw(step: int) -> list[tuple[Tensor, Tensor]]:
-        index = torch.randint(
-            len(train_rows), (args.batch_size,),
-            generator=_step_generator(args.seed, step),
-        )
-        return [train_rows[i] for i in index.tolist()]
-
-    def collate(rows: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
-        src = nn.utils.rnn.pad_sequence(
-            [s for s, _ in rows], batch_first=True, padding_value=pad
-        )  # (B, S)
-        tgt = nn.utils.rnn.pad_sequence(
-            [t for _, t in rows], batch_first=True, padding_value=pad
-        )  # (B, T + 1)
-        return src.to(device), tgt.to(device)
-
-    def take(batch: list, rows: slice) -> tuple[Tensor, Tensor]:
-        return collate(batch[rows])
-
-    def loss(model: nn.Module, micro: Any, scale: Any) -> Tensor:
-        src, tgt = micro
-        logits = model(src, tgt[:, :-1])  # (B, T, V)
-        targets = tgt[:, 1:]  # (B, T)
-        mean = training.cross_entropy(
-            logits, targets, label_smoothing=_LABEL_SMOOTHING,
-            ignore_index=pad,
-        )
-        # The micro-batch's sum over its tokens, as a share of the global
-        # batch's mean: micro-batches and ranks hold different numbers of
-        # tokens, so their means must not be averaged with equal weights.
-        return mean * (targets != pad).sum() * scale
-
-    def val_loss(model: nn.Module) -> float:
-        total, tokens = 0.0, 0
-        for i in range(0, len(valid_rows), 64):
-            src, tgt = collate(valid_rows[i : i + 64])
-            targets = tgt[:, 1:]  # (B, T)
-            logits = model(src, tgt[:, :-1])  # (B, T, V)
-            n = int((targets != pad).sum())
-            total += float(training.cross_entropy(
-                logits, targets, label_smoothing=_LABEL_SMOOTHING,
-                ignore_index=pad)) * n
-            tokens += n
-        return total / tokens
-
-    def target_tokens(batch: list) -> int:
-        return sum(len(t) - 1 for _, t in batch)
-
-    return _Task(
-        model=model, draw=draw, take=take, loss=loss, norm=target_tokens,
-        tokens=lambda batch: sum(len(s) + len(t) for s, t in batch),
-        val_loss=val_loss, tokenizer=tokenizer,
-        extra={
-            "config": dataclasses.asdict(config),
-            "data": _fingerprint(*(
-                f"{en}\t{fr}".encode()
-                for en, fr in train_lists + valid_lists
-            )),
-        },
-    )
-
-
-def _vit_task(args: argparse.Namespace, device: torch.device) -> _Task:
-    from transformer_book.models import ViT, ViTConfig
-
-    (train_x, train_y), (test_x, test_y) = _load(args, data.mnist_5k)
-    config = ViTConfig(
-        image_size=28, patch_size=args.patch_size, d_model=args.d_model,
-        num_heads=args.num_heads, num_layers=args.num_layers,
-        d_ff=args.d_ff, dropout=args.dropout,
-    )
-    model = ViT(config)
-
-    def draw(step: int) -> tuple[Tensor, Tensor]:
-        index = torch.randint(
-            len(train_x), (args.batch_size,),
-            generator=_step_generator(args.seed, step),
-        )
-        return train_x[index], train_y[index]
-
-    def take(batch: Any, rows: slice) -> tuple[Tensor, Tensor]:
-        return batch[0][rows].to(device), batch[1][rows].to(device)
-
-    def loss(model: nn.Module, micro: Any, scale: Any) -> Tensor:
-        images, labels = micro
-        return F.cross_entropy(model(images), labels)
-
-    def val_loss(model: nn.Module) -> float:
-        total = 0.0
-        for i in range(0, len(test_x), 250):
-            logits = model(test_x[i : i + 250].to(device))
-            total += float(F.cross_entropy(
-                logits, test_y[i : i + 250].to(device), reduction="sum"))
-        return total / len(test_x)
-
-    return _Task(
-        model=model, draw=draw, take=take, loss=loss,
-        norm=lambda batch: 1.0,
-        tokens=lambda batch: len(batch[0]) * config.num_tokens,
-        val_loss=val_loss, tokenizer=None,
-        extra={
-            "config": dataclasses.asdict(config),
-            "data": _fingerprint(
-                train_x.numpy().tobytes(), train_y.numpy().tobytes()
-            ),
-        },
-    )
-
-
-_BUILDERS = {"gpt": _gpt_task, "translate": _translate_task, "vit": _vit_task}
-
-
-# --------------------------------------------------------------------------
-# The run
-# --------------------------------------------------------------------------
+def _extra(recipe: recipes.Recipe) -> dict[str, Any]:
+    """What the checkpoint keeps to check a resume: config and data."""
+    config = recipe.config
+    to_dict = getattr(config, "to_dict", None)
+    return {
+        "config": to_dict() if callable(to_dict) else dataclasses.asdict(
+            config),
+        "data": recipe.fingerprint,
+    }
 
 
 def _check_resume(
@@ -659,7 +371,6 @@ def _check_resume(
     if changed:
         problem = f"{checkpoint} holds a different config ({changed})"
     elif saved.get("data", extra["data"]) != extra["data"]:
-        # (a checkpoint of an older version holds no fingerprint)
         problem = (
             f"--data {args.data} is not the data {checkpoint} was trained "
             "on; resume with the run's own --data"
@@ -674,110 +385,126 @@ def _check_resume(
     raise UsageError(f"--resume: {problem}")
 
 
+def _resume(
+    args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
+    optimizer: torch.optim.Optimizer, scheduler: Any, checkpoint: Path,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Load and check the checkpoint; the schedule spans this --steps."""
+    try:
+        state = load_checkpoint(checkpoint, model=model, optimizer=optimizer,
+                                scheduler=scheduler, map_location=device)
+    except (ValueError, OSError) as error:
+        where = "" if str(checkpoint) in str(error) else f" {checkpoint}"
+        raise UsageError(f"--resume{where}: {error}") from error
+    _check_resume(args, state, _extra(recipe), checkpoint)
+    # A longer run may continue a shorter one: its own schedule.
+    schedule = training.WarmupCosine(warmup_steps=recipe.warmup_steps,
+                                     total_steps=args.steps)
+    scheduler.lr_lambdas = [schedule] * len(optimizer.param_groups)
+    for group, base in zip(optimizer.param_groups, scheduler.base_lrs,
+                           strict=True):
+        group["lr"] = base * schedule(scheduler.last_epoch)
+    return state
+
+
+def _batches(
+    recipe: recipes.Recipe, dist: _Dist, accumulate: int,
+    generator: torch.Generator,
+) -> Callable[[int], Iterator[Any]]:
+    """Each step's global batch, cut into this rank's micro-batches.
+
+    Every rank draws the whole global batch from the same generator. A
+    micro-batch's mean loss is scaled by its share of what the global
+    batch's mean averages over, times the ranks and micro-batches that
+    DDP and ``fit`` average over, so the gradients are the whole batch's.
+    """
+    shards = _shard(recipe.sizes["batch_size"], dist, accumulate)
+    factor = dist.world_size * accumulate
+    cpu = torch.device("cpu")
+
+    def batches(epoch: int) -> Iterator[Any]:
+        for batch in recipe.batches(generator):
+            total = recipe.weight(recipe.take(batch, slice(None), cpu))
+            micro = []
+            for rows in shards:
+                part = recipe.take(batch, rows, dist.device)
+                micro.append((part, factor * recipe.weight(part) / total))
+            yield micro if accumulate > 1 else micro[0]
+
+    return batches
+
+
 def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
+    recipe = _recipe(args)
     # The same initial weights on every rank (DDP also broadcasts rank 0's).
     runtime.seed_everything(args.seed)
-    task = _BUILDERS[args.task](args, dist.device)
-    model = task.model.to(dist.device)
-    # Dropout draws differ between ranks; with one process this is `seed`.
-    torch.manual_seed(args.seed + dist.rank)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.1
-    )
-    scheduler = training.warmup_cosine(
-        optimizer, warmup_steps=args.warmup, total_steps=args.steps
-    )
+    model = recipe.model(seed=None).to(dist.device)
+    torch.manual_seed(args.seed + dist.rank)  # dropout differs by rank
+    optimizer = recipe.optimizer(model)
+    scheduler = recipe.scheduler(optimizer)
     checkpoint = None if args.out is None else args.out / f"{args.task}.pt"
     resume = None
     if args.resume:
         assert checkpoint is not None
-        try:
-            resume = training.load_checkpoint(
-                checkpoint, model=model, optimizer=optimizer,
-                scheduler=scheduler, map_location=dist.device,
-            )
-        except (ValueError, OSError) as error:
-            where = "" if str(checkpoint) in str(error) else f" {checkpoint}"
-            raise UsageError(f"--resume{where}: {error}") from error
-        _check_resume(args, resume, task.extra, checkpoint)
-        # The schedule spans this run's --steps, which may differ from the
-        # interrupted run's (a longer run continues a shorter one).
-        schedule = training.WarmupCosine(
-            warmup_steps=args.warmup, total_steps=args.steps
-        )
-        scheduler.lr_lambdas = [schedule] * len(optimizer.param_groups)
-        for group, base in zip(
-            optimizer.param_groups, scheduler.base_lrs, strict=True
-        ):
-            group["lr"] = base * schedule(scheduler.last_epoch)
+        resume = _resume(args, recipe, model, optimizer, scheduler,
+                         checkpoint, dist.device)
     wrapped: nn.Module = model
     if dist.initialized:
         wrapped = nn.parallel.DistributedDataParallel(
-            model,
-            device_ids=[dist.device.index] if dist.device.type == "cuda"
-            else None,
+            model, device_ids=[dist.device.index]
+            if dist.device.type == "cuda" else None,
             forward_sync_buffers=False,  # buffers are constants here
         )
-    accumulate = args.accumulate
-    shards = _shard(args.batch_size, dist, accumulate)
-    # DDP averages the gradients of the N ranks; each rank's loss counts N
-    # times, each micro-batch's K times (train divides by K).
-    factor = dist.world_size * accumulate
+    generator = torch.Generator().manual_seed(args.seed)
 
-    def batches(epoch: int) -> Iterator[Any]:
-        step = 0
-        while True:
-            batch = task.draw(step)
-            scale = factor / task.norm(batch)
-            micro = [(task.take(batch, rows), scale) for rows in shards]
-            yield micro if accumulate > 1 else micro[0]
-            step += 1
-
-    def step(micro: Any) -> Tensor:
-        inputs, scale = micro
-        return task.loss(wrapped, inputs, scale)
-
-    tokens = task.tokens(task.draw(0))  # for tqdm's and the history's rate
-
-    def evaluate() -> float:
-        return task.val_loss(model)
+    def tokens(micro: Any) -> int:  # of the global batch
+        parts = micro if args.accumulate > 1 else [micro]
+        return dist.world_size * sum(recipe.tokens(p) for p, _ in parts)
 
     started = time.perf_counter()
-    history = training.train(
-        step, batches, optimizer, max_steps=args.until or args.steps,
-        scheduler=scheduler,
-        clip_grad_norm=1.0, model=wrapped, checkpoint=checkpoint,
+    history = training.fit(
+        lambda micro: recipe.loss(wrapped, micro[0]) * micro[1],
+        _batches(recipe, dist, args.accumulate, generator), optimizer,
+        max_steps=args.until or args.steps, scheduler=scheduler,
+        clip_grad_norm=recipe.sizes["clip_grad_norm"], model=wrapped,
+        checkpoint=checkpoint,
         checkpoint_every=args.checkpoint_every, resume=resume,
-        progress=args.progress, description=args.task,
-        tokens_per_batch=tokens, extra=task.extra,
-        tokenizer=None if checkpoint is None else task.tokenizer,
-        accumulate=accumulate,
-        eval_fn=evaluate if args.eval_every else None,
-        eval_every=args.eval_every,
+        generators=[generator], progress=args.progress,
+        description=args.task, tokens_per_batch=tokens,
+        extra=_extra(recipe), accumulate=args.accumulate,
+        tokenizer=None if checkpoint is None else recipe.tokenizer,
+        eval_fn=(lambda: recipe.evaluate(model)) if args.eval_every
+        else None, eval_every=args.eval_every,
     )
     seconds = time.perf_counter() - started
-    first = 0 if resume is None else resume["step"]
-    done = sum(
-        task.tokens(task.draw(s)) for s in range(first, history.steps[-1])
-    )
     model.eval()
     with torch.no_grad():
-        val = task.val_loss(model)
+        val = recipe.evaluate(model)["loss"]
     if dist.rank == 0 and args.out is not None:
-        atomic_write_bytes(
-            args.out / "history.json",
-            json.dumps(history.to_dict()).encode("utf-8"),
-        )
+        _save_outputs(args, recipe, history)
+    rates = history.metrics.get("tokens_per_s", [])
     return {
         "step": history.steps[-1],
         "loss": history.losses[-1],
         "val_loss": val,
         "world_size": dist.world_size,
         "seconds": seconds,
-        "tokens_per_s": done / seconds if done else 0.0,
+        "tokens_per_s": sum(rates) / len(rates) if rates else 0.0,
     }
+
+
+def _save_outputs(
+    args: argparse.Namespace, recipe: recipes.Recipe, history: Any
+) -> None:
+    """The history, and the source tokenizer of a translation."""
+    atomic_write_bytes(args.out / "history.json",
+                       json.dumps(history.to_dict()).encode("utf-8"))
+    source = recipe.extras.get("src_tokenizer")
+    if source is not None:
+        source.save(args.out / f"{args.task}.src.tokenizer.json")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

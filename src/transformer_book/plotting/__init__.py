@@ -1,16 +1,10 @@
 """Every figure and diagram the book shows, drawn by code, by kind.
 
-- :mod:`~transformer_book.plotting.curves`: :func:`plot_curves`, the one
-  line-plot helper, and two other x-y charts (a bar chart of attention by
-  offset, a scatter of word vectors);
-- :mod:`~transformer_book.plotting.heatmaps`: :func:`plot_heatmap` and
-  :func:`plot_heatmaps`, with attention and mask plots as thin wrappers;
-- :mod:`~transformer_book.plotting.diagrams`: teaching diagrams (recurrent
-  cells, attention's data flow, heads, cross-attention, tokenization).
-
-Helpers take an optional ``ax`` (a new figure when ``None``), draw in the
-house style without touching matplotlib's global state, and return the
-axes. Titles and labels that belong to one page are passed by the page.
+:mod:`~transformer_book.plotting.curves` (line plots, bars, a scatter),
+:mod:`~transformer_book.plotting.heatmaps` (matrices, attention, masks) and
+:mod:`~transformer_book.plotting.diagrams` (teaching diagrams). Helpers take
+an optional ``ax`` (a new figure when ``None``), draw in the house style
+without touching matplotlib's global state, and return the axes.
 """
 
 from ._style import HOUSE_RC, PALETTE, get_axes, styled, subplots

@@ -1,17 +1,13 @@
-"""The house style every figure of the book is drawn in.
+"""The house style every figure is drawn in, and what the helpers share.
 
-Plot helpers never touch matplotlib's global state: they run inside
-:func:`styled`, which applies :data:`HOUSE_RC` for the duration of one call,
-and they draw on the axes they are given (or on new ones) and return them.
-This module also holds what every helper shares: :func:`as_array` (tensors
-of any dtype, arrays and lists to a checked float array), the marker and
-dash cycles, and the legend placements.
+Helpers run inside :func:`styled` (which applies :data:`HOUSE_RC` for one
+call only), draw on the axes they are given or on new ones, and return them.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from typing import Any, TypeVar, cast
 
 import matplotlib as mpl
@@ -38,39 +34,23 @@ __all__ = [
 
 #: Colours in the order plots use them (colour-blind safe, Okabe-Ito).
 PALETTE: tuple[str, ...] = (
-    "#0072B2",
-    "#E69F00",
-    "#009E73",
-    "#D55E00",
-    "#CC79A7",
-    "#56B4E9",
-    "#F0E442",
-    "#000000",
+    "#0072B2", "#E69F00", "#009E73", "#D55E00",
+    "#CC79A7", "#56B4E9", "#F0E442", "#000000",
 )
 
-#: Markers, cycled with :data:`DASHES`, so curves that coincide stay
-#: distinguishable without colour.
+#: Markers, cycled with :data:`DASHES` so coinciding curves stay apart.
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 #: Line styles, cycled with :data:`MARKERS`.
 DASHES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
-    "-",
-    "--",
-    "-.",
-    ":",
-    (0, (6, 2, 1, 2, 1, 2)),
-    (0, (1, 1)),
+    "-", "--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)),
 )
 
-#: Where :func:`place_legend` can put a legend: matplotlib's ``"best"``
-#: spot inside the axes (it avoids the lines drawn), outside on the right,
-#: below or above the axes, or ``"none"``.
+#: Where :func:`place_legend` can put a legend.
 LEGEND_PLACES: tuple[str, ...] = ("best", "outside", "below", "above", "none")
 
-#: Matplotlib settings applied while a plot helper runs. Figures are made
-#: at 150 dpi (crisp when the page scales them to the text column) and at
-#: most about 7 inches wide, with constrained layout so that colour bars,
-#: outside legends and titles never overlap the axes.
+#: Matplotlib settings while a helper runs: 150 dpi, about 7 inches wide,
+#: constrained layout so colour bars and outside legends never overlap.
 HOUSE_RC: dict[str, Any] = {
     "figure.figsize": (6.4, 3.6),
     "figure.dpi": 150,
@@ -107,10 +87,9 @@ def styled(fn: F) -> F:
                 try:
                     return fn(*args, **kwargs)
                 finally:
-                    # The first figure of a notebook starts IPython's inline
-                    # backend, which switches interactive mode on. Leaving
-                    # the context would switch it off again, and no later
-                    # figure of the notebook would be shown: keep it.
+                    # A notebook's first figure starts the inline backend,
+                    # which turns interactive mode on: keep it on, or no
+                    # later figure of the notebook would be shown.
                     interactive = mpl.is_interactive()
         finally:
             mpl.interactive(interactive)
@@ -121,22 +100,14 @@ def styled(fn: F) -> F:
 def get_axes(
     ax: Axes | None, figsize: tuple[float, float] | None = None
 ) -> Axes:
-    """Return ``ax``, or the axes of a new figure when ``ax`` is ``None``.
-
-    Axes of a figure made outside the house style (``plt.subplots`` in a
-    page) get their figure raised to the house resolution, so that every
-    figure a helper draws is crisp.
+    """Return ``ax`` (its figure raised to 150 dpi), or new axes.
 
     Args:
-        ax: axes to draw on, or ``None``.
+        ax: axes to draw on, or ``None`` for a new figure.
         figsize: size of the new figure in inches (ignored with ``ax``).
-
-    Raises:
-        TypeError: if ``ax`` is neither ``None`` nor matplotlib axes.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-        return ax
+        return plt.subplots(figsize=figsize)[1]
     if not isinstance(ax, Axes):
         raise TypeError(
             f"ax must be matplotlib Axes or None, got {type(ax).__name__}"
@@ -157,23 +128,14 @@ def subplots(
 ) -> tuple[Figure, np.ndarray]:
     """Make a figure of several panels in the house style.
 
-    Use it instead of ``plt.subplots`` for a multi-panel figure whose
-    panels the helpers fill in: the figure gets the house resolution and
-    constrained layout, and panels are sized for the text column (stacked
-    panels stay readable; side-by-side panels share about 7 inches).
-
     Args:
         nrows: rows of panels.
         ncols: columns of panels.
         figsize: size in inches; by default 6.8 wide and 2.6 per row.
-        **kwargs: passed to ``matplotlib.pyplot.subplots`` (for
-            example ``sharex=True``).
+        **kwargs: passed to ``matplotlib.pyplot.subplots``.
 
     Returns:
         The figure and a 1-D array of its axes, row by row.
-
-    Raises:
-        ValueError: if ``nrows`` or ``ncols`` is not positive.
     """
     nrows = check_int("nrows", nrows)
     ncols = check_int("ncols", ncols)
@@ -185,32 +147,45 @@ def subplots(
     return fig, axes.ravel()
 
 
+def check_nonempty(name: str, values: Sized) -> None:
+    """Refuse an empty collection, naming it."""
+    if len(values) == 0:
+        raise ValueError(f"{name} is empty")
+
+
+def check_len(name: str, values: Sized, size: int) -> None:
+    """Refuse a collection that does not have ``size`` entries."""
+    count = 1 if isinstance(values, str) else len(values)
+    if isinstance(values, str) or count != size:
+        raise ValueError(f"{name} has {count} entries, expected {size}")
+
+
+def check_divisible(name: str, value: Any, by_name: str, by: Any) -> int:
+    """Return ``value // by`` for positive ints, refusing a remainder."""
+    value, by = check_int(name, value), check_int(by_name, by)
+    if value % by:
+        raise ValueError(
+            f"{name}={value} is not divisible by {by_name}={by}"
+        )
+    return value // by
+
+
 def as_array(
     values: object,
     name: str,
     ndim: int | tuple[int, ...] | None = None,
     *,
+    shape: tuple[int, ...] | None = None,
     finite: bool = True,
 ) -> np.ndarray:
-    """Return a tensor, array or sequence as a float64 NumPy array.
-
-    Tensors of any dtype (``bfloat16`` weights, integer or boolean masks)
-    are detached, moved to the CPU and converted.
+    """Return a tensor (any dtype), array or sequence as a float64 array.
 
     Args:
         values: what to convert.
         name: the argument's name, for error messages.
-        ndim: the number (or numbers) of dimensions allowed; ``None`` for
-            any.
+        ndim: the number (or numbers) of dimensions allowed.
+        shape: the exact shape required.
         finite: reject NaN and infinite values.
-
-    Returns:
-        The values as a float64 array.
-
-    Raises:
-        TypeError: if ``values`` are not numbers.
-        ValueError: if ``values`` is empty, has another number of
-            dimensions, or holds NaN or infinite values.
     """
     if isinstance(values, torch.Tensor):
         array = values.detach().cpu().to(torch.float64).numpy()
@@ -222,15 +197,17 @@ def as_array(
                 f"{name} must be numbers of one rectangular shape, got "
                 f"{type(values).__name__}"
             ) from None
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        if array.ndim not in allowed:
-            wanted = " or ".join(f"{d}-D" for d in allowed)
-            raise ValueError(
-                f"{name} must be {wanted}, got shape {tuple(array.shape)}"
-            )
-    if array.size == 0:
-        raise ValueError(f"{name} is empty")
+    allowed = (ndim,) if isinstance(ndim, int) else ndim
+    wanted = " or ".join(f"{d}-D" for d in allowed or ())
+    if shape is not None:
+        allowed, wanted = (len(shape),), f"of shape {shape}"
+    if (allowed and array.ndim not in allowed) or (
+        shape is not None and array.shape != shape
+    ):
+        raise ValueError(
+            f"{name} must be {wanted}, got shape {tuple(array.shape)}"
+        )
+    check_nonempty(name, array.ravel())
     if finite and not np.isfinite(array).all():
         raise ValueError(f"{name} holds NaN or infinite values")
     return array
@@ -239,55 +216,33 @@ def as_array(
 def check_labels(
     labels: Sequence[object] | None, size: int, name: str
 ) -> list[str] | None:
-    """Return ``labels`` as strings, checking there is one per entry.
-
-    Raises:
-        ValueError: if ``labels`` does not have ``size`` entries.
-    """
+    """Return ``labels`` as strings, one per entry (``None`` passes)."""
     if labels is None:
         return None
-    if isinstance(labels, str) or len(labels) != size:
-        count = 1 if isinstance(labels, str) else len(labels)
-        raise ValueError(f"{name} has {count} labels, expected {size}")
+    check_len(name, labels, size)
     return [str(label) for label in labels]
 
 
 def place_legend(
     ax: Axes, where: str | None, *, title: str | None = None, **kwargs: Any
 ) -> None:
-    """Add a legend to ``ax`` at one of :data:`LEGEND_PLACES`.
-
-    ``"best"`` lets matplotlib pick the spot inside the axes that covers
-    the fewest drawn points; ``"outside"``, ``"below"`` and ``"above"``
-    keep the legend off the data altogether (constrained layout makes room
-    for it).
-
-    Raises:
-        ValueError: if ``where`` is not one of :data:`LEGEND_PLACES`.
-    """
+    """Add a legend to ``ax`` at one of :data:`LEGEND_PLACES`."""
     where = check_choice("legend", where or "none", LEGEND_PLACES)
     if where == "none":
         return
-    handles, labels = ax.get_legend_handles_labels()
+    labels = ax.get_legend_handles_labels()[1]
     if "handles" in kwargs:
         labels = [h.get_label() for h in kwargs["handles"]]
     # Legends above or below: as many columns as fit the axes' width.
     longest = max((len(label) for label in labels), default=1)
     ncol = max(1, min(len(labels), 4, 64 // (longest + 8)))
-    if where == "best":
-        ax.legend(loc="best", title=title, **kwargs)
-    elif where == "outside":
-        ax.legend(
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            title=title,
-            **kwargs,
-        )
-    else:
-        ax.legend(
-            loc="upper center" if where == "below" else "lower center",
-            bbox_to_anchor=(0.5, -0.2) if where == "below" else (0.5, 1.02),
-            ncol=ncol,
-            title=title,
-            **kwargs,
-        )
+    places: dict[str, dict[str, Any]] = {
+        "best": {"loc": "best"},
+        "outside": {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)},
+        "below": {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2)},
+        "above": {"loc": "lower center", "bbox_to_anchor": (0.5, 1.02)},
+    }
+    place = places[where]
+    if where in ("below", "above"):
+        place["ncol"] = ncol
+    ax.legend(title=title, **place, **kwargs)

@@ -1,11 +1,4 @@
-"""Heatmaps: one helper for a matrix, one for panels, thin wrappers.
-
-:func:`plot_heatmap` draws any matrix (attention weights, an alignment, a
-position table, a bias, a change of weights) with labelled or integer
-ticks, an optional colour bar and optional text in the cells;
-:func:`plot_heatmaps` draws several on one colour scale. The attention and
-mask helpers only choose the colours, limits and axis names.
-"""
+"""Heatmaps: one helper for a matrix, one for panels, thin wrappers."""
 
 from __future__ import annotations
 
@@ -26,7 +19,10 @@ from .._checks import check_int
 from ._style import (
     PALETTE,
     as_array,
+    check_divisible,
     check_labels,
+    check_len,
+    check_nonempty,
     get_axes,
     place_legend,
     styled,
@@ -43,12 +39,11 @@ __all__ = [
 ]
 
 _BLOCKED = "#DDDDDD"
-_MASK_CMAP = ListedColormap([_BLOCKED, PALETTE[0]])
 # How plot_mask and plot_masks draw a 0/1 "may attend" matrix.
 _MASK_STYLE: dict[str, Any] = {
     "xlabel": "key",
     "ylabel": "query",
-    "cmap": _MASK_CMAP,
+    "cmap": ListedColormap([_BLOCKED, PALETTE[0]]),
     "vmin": 0.0,
     "vmax": 1.0,
     "colorbar": False,
@@ -59,13 +54,9 @@ _MASK_STYLE: dict[str, Any] = {
 _TICK_EVERY_CELL = 12
 
 
-def _set_ticks(
-    ax: Axes,
-    x_labels: list[str] | None,
-    y_labels: list[str] | None,
-    shape: tuple[int, int],
-    ticks_top: bool,
-) -> None:
+def _set_ticks(ax: Axes, x_labels: list[str] | None,
+               y_labels: list[str] | None, shape: tuple[int, int],
+               ticks_top: bool) -> None:
     """One tick per cell with labels; integer ticks without them."""
     rows, cols = shape
     sides = ((ax.xaxis, x_labels, cols), (ax.yaxis, y_labels, rows))
@@ -99,27 +90,15 @@ def _write_cells(
     ax: Axes, image: AxesImage, texts: Sequence[Sequence[str]]
 ) -> None:
     """Write a text in every cell, dark on light colours and vice versa."""
-    values = np.asarray(image.get_array())
-    for (i, j), value in np.ndenumerate(values):
+    for (i, j), value in np.ndenumerate(np.asarray(image.get_array())):
         r, g, b, _ = image.cmap(image.norm(value))
         light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
-        ax.text(
-            j,
-            i,
-            texts[i][j],
-            ha="center",
-            va="center",
-            color="black" if light else "white",
-            fontsize=8,
-        )
+        ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=8,
+                color="black" if light else "white")
 
 
-def _limits(
-    values: np.ndarray,
-    vmin: float | None,
-    vmax: float | None,
-    center: float | None,
-) -> tuple[float, float]:
+def _limits(values: np.ndarray, vmin: float | None, vmax: float | None,
+            center: float | None) -> tuple[float, float]:
     """Colour limits: given, or the data's, or symmetric about ``center``."""
     if center is not None:
         top = float(np.abs(values - center).max()) or 1.0
@@ -133,31 +112,16 @@ def _limits(
     return low, high
 
 
-def _draw(
-    ax: Axes,
-    values: np.ndarray,
-    *,
-    x_labels: list[str] | None,
-    y_labels: list[str] | None,
-    xlabel: str,
-    ylabel: str,
-    title: str | None,
-    cmap: str | Colormap,
-    limits: tuple[float, float],
-    annotate: bool | str,
-    cell_text: Sequence[Sequence[str]] | None,
-    cell_lines: bool,
-    ticks_top: bool,
-    aspect: Literal["auto", "equal"],
-) -> AxesImage:
-    image = ax.imshow(
-        values,
-        cmap=cmap,
-        vmin=limits[0],
-        vmax=limits[1],
-        aspect=aspect,
-        interpolation="nearest",
-    )
+def _draw(ax: Axes, values: np.ndarray, limits: tuple[float, float], *,
+          x_labels: list[str] | None, y_labels: list[str] | None,
+          xlabel: str, ylabel: str, title: str | None, cmap: str | Colormap,
+          annotate: bool | str, cell_lines: bool,
+          aspect: Literal["auto", "equal"],
+          cell_text: Sequence[Sequence[str]] | None = None,
+          ticks_top: bool = False) -> AxesImage:
+    """One matrix as an image, with ticks, cell lines and cell texts."""
+    image = ax.imshow(values, cmap=cmap, vmin=limits[0], vmax=limits[1],
+                      aspect=aspect, interpolation="nearest")
     _set_ticks(ax, x_labels, y_labels, values.shape, ticks_top)
     if cell_lines:
         _cell_lines(ax, values.shape)
@@ -197,13 +161,8 @@ def plot_heatmap(
 ) -> Axes:
     """Draw a matrix as a heatmap: row ``i`` at the top, column ``j``.
 
-    Cells sit at integer positions: with labels every cell gets its tick;
-    without, short axes tick every cell and long ones get a few integer
-    ticks (never fractional positions).
-
     Args:
-        values: the matrix (any dtype: ``bfloat16``, integer or boolean
-            tensors are converted).
+        values: the matrix (any dtype).
         x_labels: one label per column.
         y_labels: one label per row.
         xlabel: name of the x axis.
@@ -212,64 +171,55 @@ def plot_heatmap(
         cmap: colour map.
         vmin: bottom of the colour scale; the smallest value when ``None``.
         vmax: top of the colour scale; the largest value when ``None``.
-        center: a value to put in the middle of a symmetric colour scale
-            (for diverging maps such as ``"RdBu_r"``).
+        center: the middle of a symmetric colour scale (diverging maps).
         colorbar: add a colour bar.
         colorbar_label: label of the colour bar.
-        annotate: write each value in its cell: ``True`` with two
-            decimals, or a format such as ``"{:.0f}"``.
+        annotate: write each value in its cell: ``True`` or a format.
         cell_text: a text for each cell, written instead of the values.
         cell_lines: thin white lines between cells.
-        ticks_top: put the column ticks and label above the matrix (as
-            alignment figures do).
+        ticks_top: column ticks and label above the matrix.
         aspect: ``"auto"`` (fill the axes) or ``"equal"`` (square cells).
         ax: axes to draw on; a new figure sized to the matrix when
             ``None``.
 
     Shape:
         values: ``(rows, cols)``; ``cell_text`` the same.
-
-    Returns:
-        The axes drawn on.
-
-    Raises:
-        ValueError: if ``values`` is not 2-D or holds NaN, or a label list
-            or ``cell_text`` does not match its side of ``values``.
-        TypeError: if ``ax`` is not matplotlib axes.
     """
     matrix = as_array(values, "values", 2)
     rows, cols = matrix.shape
-    xs = check_labels(x_labels, cols, "x_labels")
-    ys = check_labels(y_labels, rows, "y_labels")
-    if cell_text is not None and np.shape(cell_text) != matrix.shape:
-        raise ValueError(
-            f"cell_text must have shape {matrix.shape}, got "
-            f"{np.shape(cell_text)}"
-        )
+    if cell_text is not None:
+        check_len("cell_text", cell_text, rows)
+        for i, row in enumerate(cell_text):
+            check_len(f"cell_text[{i}]", row, cols)
     size = (
         min(0.5 * cols + 2.2, 6.8) if cols <= _TICK_EVERY_CELL else 6.4,
         min(0.4 * rows + 1.4, 4.2) if rows <= _TICK_EVERY_CELL else 3.8,
     )
     ax = get_axes(ax, size)
     image = _draw(
-        ax,
-        matrix,
-        x_labels=xs,
-        y_labels=ys,
-        xlabel=xlabel,
-        ylabel=ylabel,
-        title=title,
-        cmap=cmap,
-        limits=_limits(matrix, vmin, vmax, center),
-        annotate=annotate,
-        cell_text=cell_text,
-        cell_lines=cell_lines,
-        ticks_top=ticks_top,
-        aspect=aspect,
+        ax, matrix, _limits(matrix, vmin, vmax, center),
+        x_labels=check_labels(x_labels, cols, "x_labels"),
+        y_labels=check_labels(y_labels, rows, "y_labels"),
+        xlabel=xlabel, ylabel=ylabel, title=title, cmap=cmap,
+        annotate=annotate, cell_lines=cell_lines, aspect=aspect,
+        cell_text=cell_text, ticks_top=ticks_top,
     )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, shrink=0.9, label=colorbar_label)
     return ax
+
+
+def _panels(count: int, ncols: int | None) -> tuple[list[Axes], int]:
+    """A new figure of ``count`` panels, at most 7 inches wide."""
+    if ncols is None:
+        ncols = count if count <= 3 else (2 if count == 4 else 4)
+    ncols = min(check_int("ncols", ncols), count)
+    nrows = math.ceil(count / ncols)
+    size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
+    _, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+    for spare in grid.ravel()[count:]:
+        spare.set_visible(False)
+    return list(grid.ravel()[:count]), ncols
 
 
 @styled
@@ -295,12 +245,10 @@ def plot_heatmaps(
 ) -> np.ndarray:
     """Draw several matrices as heatmaps on one colour scale.
 
-    The panels share one colour bar; row labels and the y axis name are
-    written on the first panel of each row only.
+    Row labels and the y axis name go on the first panel of each row.
 
     Args:
-        values: the matrices: a 3-D tensor or array, or a sequence of 2-D
-            matrices (which may differ in shape).
+        values: a 3-D tensor or array, or a sequence of 2-D matrices.
         titles: one title per panel.
         x_labels: one label per column (shared by the panels).
         y_labels: one label per row (shared by the panels).
@@ -312,81 +260,48 @@ def plot_heatmaps(
         center: the middle of a symmetric scale (diverging maps).
         colorbar: add one colour bar for all panels.
         colorbar_label: its label.
-        annotate: write the values in the cells (see
-            :func:`plot_heatmap`).
+        annotate: write the values in the cells (see :func:`plot_heatmap`).
         cell_lines: thin white lines between cells.
         aspect: ``"auto"`` or ``"equal"``.
-        ncols: panels per row; by default all in one row up to three
-            panels, two rows of two for four, rows of four beyond.
-        axes: one axes per matrix; a new figure (at most 7 inches wide)
-            when ``None``.
+        ncols: panels per row; up to three in a row, 2 x 2 for four.
+        axes: one axes per matrix; a new figure when ``None``.
 
     Shape:
         values: ``(N, rows, cols)``.
 
     Returns:
         The array of axes drawn on, one per matrix.
-
-    Raises:
-        ValueError: if ``values`` is empty or a matrix is not 2-D or holds
-            NaN, or ``titles`` or ``axes`` does not have one entry per
-            matrix.
     """
     if isinstance(values, (torch.Tensor, np.ndarray)):
-        stack = as_array(values, "values", 3)
-        mats = list(stack)
+        mats = list(as_array(values, "values", 3))
     else:
-        if len(values) == 0:
-            raise ValueError("values must hold at least one matrix")
+        check_nonempty("values", values)
         mats = [as_array(m, f"values[{i}]", 2) for i, m in enumerate(values)]
-    count = len(mats)
-    names = check_labels(titles, count, "titles")
+    names = check_labels(titles, len(mats), "titles")
     if axes is None:
-        if ncols is None:
-            ncols = count if count <= 3 else (2 if count == 4 else 4)
-        ncols = min(check_int("ncols", ncols), count)
-        nrows = math.ceil(count / ncols)
-        size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
-        _, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
-        for spare in grid.ravel()[count:]:
-            spare.set_visible(False)
-        panels = list(grid.ravel()[:count])
-    elif len(axes) != count:
-        raise ValueError(f"axes has {len(axes)} entries, expected {count}")
+        panels, ncols = _panels(len(mats), ncols)
     else:
-        panels = [get_axes(ax) for ax in axes]
-        ncols = ncols or count
-    every = np.concatenate([m.ravel() for m in mats])
-    limits = _limits(every, vmin, vmax, center)
-    image = None
+        check_len("axes", axes, len(mats))
+        panels, ncols = [get_axes(ax) for ax in axes], ncols or len(mats)
+    limits = _limits(np.concatenate([m.ravel() for m in mats]), vmin, vmax,
+                     center)
     for k, (ax, matrix) in enumerate(zip(panels, mats, strict=True)):
         first = k % ncols == 0
         rows, cols = matrix.shape
         ys = check_labels(y_labels, rows, "y_labels")
         image = _draw(
-            ax,
-            matrix,
+            ax, matrix, limits,
             x_labels=check_labels(x_labels, cols, "x_labels"),
             y_labels=ys if first or ys is None else [""] * rows,
-            xlabel=xlabel,
-            ylabel=ylabel if first else "",
-            title=names[k] if names else None,
-            cmap=cmap,
-            limits=limits,
-            annotate=annotate,
-            cell_text=None,
-            cell_lines=cell_lines,
-            ticks_top=False,
-            aspect=aspect,
+            xlabel=xlabel, ylabel=ylabel if first else "",
+            title=names[k] if names else None, cmap=cmap,
+            annotate=annotate, cell_lines=cell_lines, aspect=aspect,
         )
-    if colorbar and image is not None:
+    if colorbar:
         panels[0].figure.colorbar(
             image, ax=panels, shrink=0.9, label=colorbar_label
         )
     return np.asarray(panels, dtype=object)
-
-
-# -- attention --------------------------------------------------------------
 
 
 def plot_attention(
@@ -399,13 +314,7 @@ def plot_attention(
     vmax: float | None = 1.0,
     **options: Any,
 ) -> Axes:
-    """Draw an attention matrix: one row per query, one column per key.
-
-    A thin wrapper of :func:`plot_heatmap` with a colour scale from 0 to
-    ``vmax`` and a colour bar labelled "attention weight". For the
-    alignment of a translation, pass the source and generated tokens as
-    labels, ``xlabel="source"``, ``ylabel="generated"`` and
-    ``ticks_top=True``.
+    """Draw an attention matrix, one row per query, on a 0..1 scale.
 
     Args:
         weights: the attention weights (rows are queries).
@@ -414,27 +323,15 @@ def plot_attention(
         xlabel: name of the x axis.
         ylabel: name of the y axis.
         vmax: top of the colour scale; the largest weight when ``None``.
-        **options: other options of :func:`plot_heatmap` (``title``,
-            ``cell_text``, ``annotate``, ``colorbar``, ``ticks_top``,
-            ``ax``, ...).
+        **options: other options of :func:`plot_heatmap`.
 
     Shape:
         weights: ``(q_len, kv_len)``.
-
-    Returns:
-        The axes drawn on.
     """
     options.setdefault("colorbar_label", "attention weight")
-    return plot_heatmap(
-        weights,
-        x_labels=x_labels,
-        y_labels=y_labels,
-        xlabel=xlabel,
-        ylabel=ylabel,
-        vmin=0.0,
-        vmax=vmax,
-        **options,
-    )
+    return plot_heatmap(weights, x_labels=x_labels, y_labels=y_labels,
+                        xlabel=xlabel, ylabel=ylabel, vmin=0.0, vmax=vmax,
+                        **options)
 
 
 def plot_attention_heads(
@@ -445,40 +342,25 @@ def plot_attention_heads(
     y_labels: Sequence[object] | None = None,
     **options: Any,
 ) -> np.ndarray:
-    """Draw the attention weights of several heads on one scale, 0 to 1.
-
-    A thin wrapper of :func:`plot_heatmaps`.
+    """Draw the attention weights of several heads on one 0..1 scale.
 
     Args:
         weights: one attention matrix per head.
         titles: one title per head; ``"head h"`` when ``None``.
         x_labels: names of the keys.
         y_labels: names of the queries.
-        **options: other options of :func:`plot_heatmaps` (``axes``,
-            ``ncols``, ``annotate``, ...).
+        **options: other options of :func:`plot_heatmaps`.
 
     Shape:
         weights: ``(num_heads, q_len, kv_len)``.
-
-    Returns:
-        The array of axes drawn on.
     """
     w = as_array(weights, "weights", 3)
     options.setdefault("colorbar_label", "attention weight")
     options.setdefault("xlabel", "key")
     options.setdefault("ylabel", "query")
-    return plot_heatmaps(
-        w,
-        titles=titles or [f"head {h}" for h in range(w.shape[0])],
-        x_labels=x_labels,
-        y_labels=y_labels,
-        vmin=0.0,
-        vmax=1.0,
-        **options,
-    )
-
-
-# -- masks ------------------------------------------------------------------
+    titles = titles or [f"head {h}" for h in range(w.shape[0])]
+    return plot_heatmaps(w, titles=titles, x_labels=x_labels,
+                         y_labels=y_labels, vmin=0.0, vmax=1.0, **options)
 
 
 def _allowed(mask: object, name: str) -> np.ndarray:
@@ -495,10 +377,8 @@ def _allowed(mask: object, name: str) -> np.ndarray:
 
 
 def _mask_legend(ax: Axes) -> None:
-    handles = [
-        Patch(color=PALETTE[0], label="may attend"),
-        Patch(color=_BLOCKED, label="blocked"),
-    ]
+    handles = [Patch(color=PALETTE[0], label="may attend"),
+               Patch(color=_BLOCKED, label="blocked")]
     place_legend(ax, "outside", handles=handles)
 
 
@@ -515,9 +395,8 @@ def plot_mask(
     """Draw an attention mask: coloured where a query may attend.
 
     Args:
-        mask: a boolean mask (``True`` = may attend), an integer mask
-            (non-zero = may attend) or a float bias (the dtype's minimum or
-            ``-inf`` = blocked).
+        mask: boolean (``True`` = may attend), integer (non-zero = may
+            attend) or a float bias (``-inf`` or the minimum = blocked).
         x_labels: names of the keys.
         y_labels: names of the queries.
         legend: add a legend for the two colours, right of the axes.
@@ -526,24 +405,12 @@ def plot_mask(
 
     Shape:
         mask: ``(q_len, kv_len)``.
-
-    Returns:
-        The axes drawn on.
-
-    Raises:
-        ValueError: if ``mask`` is not 2-D.
     """
     allowed = _allowed(mask, "mask")
     rows, cols = allowed.shape
     ax = get_axes(ax, (min(0.4 * cols + 2.6, 6.8), 0.4 * rows + 1.2))
-    plot_heatmap(
-        allowed,
-        x_labels=x_labels,
-        y_labels=y_labels,
-        title=title,
-        ax=ax,
-        **_MASK_STYLE,
-    )
+    plot_heatmap(allowed, x_labels=x_labels, y_labels=y_labels, title=title,
+                 ax=ax, **_MASK_STYLE)
     if legend:
         _mask_legend(ax)
     return ax
@@ -560,24 +427,11 @@ def plot_masks(
     Args:
         masks: maps a title to a 2-D mask (see :func:`plot_mask`).
         axes: one axes per mask; a new row of panels when ``None``.
-
-    Returns:
-        The array of axes drawn on.
-
-    Raises:
-        ValueError: if ``masks`` is empty, a mask is not 2-D, or ``axes``
-            does not have one entry per mask.
     """
-    if not masks:
-        raise ValueError("masks must hold at least one mask")
+    check_nonempty("masks", masks)
     allowed = [_allowed(m, f"masks[{k!r}]") for k, m in masks.items()]
-    out = plot_heatmaps(
-        allowed,
-        titles=list(masks),
-        ncols=len(allowed),
-        axes=axes,
-        **_MASK_STYLE,
-    )
+    out = plot_heatmaps(allowed, titles=list(masks), ncols=len(allowed),
+                        axes=axes, **_MASK_STYLE)
     _mask_legend(out[-1])
     return out
 
@@ -593,57 +447,24 @@ def plot_head_split(
 ) -> Axes:
     """Draw a ``(seq_len, d_model)`` matrix coloured by each feature's head.
 
-    Multi-head attention splits the features of a projected matrix
-    (queries, keys or values) into heads: head ``h`` owns the ``head_dim``
-    consecutive features ``h * head_dim .. (h + 1) * head_dim - 1``. One
-    cell is one number; one framed block is one head.
-
     Args:
         seq_len: number of positions (rows).
         d_model: number of features (columns), divisible by ``num_heads``.
         num_heads: number of heads.
         ax: axes to draw on; a new figure when ``None``.
         title: axes title.
-
-    Returns:
-        The axes drawn on.
-
-    Raises:
-        ValueError: if a size is not a positive integer or ``d_model`` is
-            not divisible by ``num_heads``.
     """
     seq_len = check_int("seq_len", seq_len)
-    d_model = check_int("d_model", d_model)
-    num_heads = check_int("num_heads", num_heads)
-    if d_model % num_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}"
-        )
-    head_dim = d_model // num_heads
-    ax = get_axes(
-        ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6)
-    )
+    head_dim = check_divisible("d_model", d_model, "num_heads", num_heads)
+    ax = get_axes(ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6))
     for h in range(num_heads):
         left = h * head_dim - 0.5
-        ax.add_patch(
-            Rectangle(
-                (left, -0.5),
-                head_dim,
-                seq_len,
-                facecolor=PALETTE[h % len(PALETTE)],
-                alpha=0.55,
-                edgecolor="black",
-                linewidth=1.5,
-            )
-        )
-        ax.text(
-            left + head_dim / 2,
-            -0.7,
-            f"head {h}\nfeatures {h * head_dim}-{(h + 1) * head_dim - 1}",
-            ha="center",
-            va="bottom",
-            fontsize=8,
-        )
+        color = PALETTE[h % len(PALETTE)]
+        ax.add_patch(Rectangle((left, -0.5), head_dim, seq_len, alpha=0.55,
+                               facecolor=color, edgecolor="black", lw=1.5))
+        ax.text(left + head_dim / 2, -0.7, f"head {h}\nfeatures "
+                f"{h * head_dim}-{(h + 1) * head_dim - 1}", ha="center",
+                va="bottom", fontsize=8)
     ax.set_xlim(-0.5, d_model - 0.5)
     ax.set_ylim(seq_len - 0.5, -0.5)
     ax.set_aspect("equal")

@@ -1,135 +1,84 @@
-"""The tokenizer interface: an abstract base class and shared machinery.
-
-Every tokenizer turns text into a list of integer ids and back:
-
-* ``encode(text) -> list[int]`` and ``decode(ids) -> str``;
-* ``vocab_size``, ``id_to_token(i)`` and ``token_to_id(token)``, with
-  ``token_to_id(id_to_token(i)) == i`` for every id;
-* ``train(text, ...)``, which learns the vocabulary in place and returns
-  the tokenizer, so ``tok = BPETokenizer().train(text, 512)`` works;
-* ``save(path)`` to a JSON file (written atomically: a temporary file, then
-  a rename) and ``load(path)`` (a classmethod; :func:`load_tokenizer` reads
-  any kind).
-
-**Special tokens.** Ids 0, 1 and 2 are always ``<pad>``, ``<bos>`` and
-``<eos>`` (the word tokenizer adds ``<unk>`` as id 3). ``encode`` adds
-``<bos>``/``<eos>`` only when asked (``bos=True``, ``eos=True``). Text that
-happens to contain the string ``"<pad>"`` is encoded as ordinary text, never
-as the special id, so user text cannot inject control tokens. ``decode``
-writes special tokens out as their names unless ``skip_special=True``.
-"""
+"""The tokenizer interface, its special tokens and its JSON files."""
 
 from __future__ import annotations
 
 import abc
 import inspect
+import itertools
 import json
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
-from .._checks import check_int, check_token_ids
+from .._checks import check_token_ids
 from .._io import atomic_write_bytes
 
 __all__ = [
-    "BOS",
-    "EOS",
-    "PAD",
-    "SPECIAL_TOKENS",
-    "UNK",
-    "Tokenizer",
+    "BOS", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "Tokenizer",
     "load_tokenizer",
 ]
 
-PAD = "<pad>"
-BOS = "<bos>"
-EOS = "<eos>"
-UNK = "<unk>"
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 #: Special tokens shared by all tokenizers, at ids 0, 1, 2.
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS)
 
 _FORMAT_VERSION = 1
 T = TypeVar("T", bound="Tokenizer")
+# How a byte that is not text on its own is shown: <0xC3>.
+_BYTE_RE = re.compile(r"<0x([0-9A-F]{2})>")
 # Lone surrogates: legal in a Python str, with no UTF-8 form.
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # A high one then a low one: JSON reads their escapes back as one character.
 _SURROGATE_PAIR_RE = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
-def _check_text(text: object, name: str = "text") -> str:
+def _check_text(text: object, *, train: bool = False) -> str:
     if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if train and not text:
+        raise ValueError("text is empty; a tokenizer needs text to train on")
     return text
 
 
-def _check_training_text(text: object) -> str:
-    _check_text(text)
-    if not text:
-        raise ValueError("text is empty; a tokenizer needs text to train on")
-    return text  # type: ignore[return-value]
-
-
 def _to_bytes(text: str) -> bytes:
-    # surrogatepass keeps lone surrogates (legal in a Python str) lossless.
-    return text.encode("utf-8", "surrogatepass")
+    return text.encode("utf-8", "surrogatepass")  # lone surrogates survive
 
 
 def _from_bytes(data: bytes) -> str:
     try:
         return data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        # Arbitrary ids can spell invalid UTF-8; show it, don't fail.
+    except UnicodeDecodeError:  # arbitrary ids can spell invalid UTF-8
         return data.decode("utf-8", "replace")
 
 
-def _state_value(
-    state: dict[str, Any], key: str, kind: type | tuple[type, ...]
-) -> Any:
-    """Return ``state[key]`` if present and of ``kind``, else ValueError."""
-    if key not in state:
-        raise ValueError(f"the tokenizer file has no {key!r} entry")
-    value = state[key]
-    if not isinstance(value, kind):
-        raise ValueError(
-            f"the tokenizer file's {key!r} entry is a "
-            f"{type(value).__name__}, not the expected kind"
-        )
-    return value
+def _join(pieces: Iterable[str | bytes]) -> str:
+    """Join text pieces, decoding each run of byte pieces as UTF-8."""
+    runs = itertools.groupby(pieces, key=lambda p: isinstance(p, bytes))
+    return "".join(
+        _from_bytes(b"".join(cast(Iterable[bytes], run))) if is_bytes
+        else "".join(cast(Iterable[str], run))
+        for is_bytes, run in runs
+    )
 
 
-def _concrete_subclasses(base: type[T]) -> dict[str, type[T]]:
-    """Every non-abstract subclass of ``base``, by class name."""
-    found: dict[str, type[T]] = {}
-    stack = list(base.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if not inspect.isabstract(cls):
-            found[cls.__name__] = cls
-    return found
+def _subclasses(cls: type[Any]) -> list[type[Any]]:
+    return [s for c in cls.__subclasses__() for s in [c, *_subclasses(c)]]
 
 
 class Tokenizer(abc.ABC):
-    """Interface and shared machinery of every tokenizer.
+    """Text to integer ids and back, with ``save`` and ``load``.
 
-    Subclasses define the vocabulary (``vocab_size``, ``id_to_token``,
-    ``token_to_id``), ``_encode_text``, ``_decode_ids`` (ids already
-    checked) and ``_state`` / ``_from_state`` for saving; ``encode``,
-    ``decode``, ``tokens``, ``save`` and ``load`` come from here.
+    Subclasses define the vocabulary, ``_encode_text``, ``_decode_ids`` and
+    ``_saved``: the constructor arguments a file holds, with their types.
     """
 
-    #: Tokens at ids ``0 .. len(special_tokens) - 1``.
     special_tokens: ClassVar[tuple[str, ...]] = SPECIAL_TOKENS
     pad_id: ClassVar[int] = 0
     bos_id: ClassVar[int] = 1
     eos_id: ClassVar[int] = 2
-    #: The constructor's arguments that ``_state`` saves, by name, with
-    #: the JSON type :meth:`load` expects of each.
     _saved: ClassVar[dict[str, type]]
-
-    # -- vocabulary -------------------------------------------------------
 
     @property
     @abc.abstractmethod
@@ -138,208 +87,107 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def id_to_token(self, token_id: int) -> str:
-        """Return the text of one token (special tokens by name).
-
-        ``token_to_id(id_to_token(i)) == i`` for every id ``i``.
-
-        Raises:
-            TypeError: if ``token_id`` is not an int.
-            ValueError: if ``token_id`` is outside the vocabulary.
-        """
+        """The text of one token; ``token_to_id`` inverts it."""
 
     @abc.abstractmethod
     def token_to_id(self, token: str) -> int:
-        """Return the id of a token (its text as ``id_to_token`` shows it).
-
-        Raises:
-            KeyError: if ``token`` is not in the vocabulary.
-        """
+        """The id of a token as ``id_to_token`` shows it (or ``KeyError``)."""
 
     @abc.abstractmethod
-    def _encode_text(self, text: str) -> list[int]:
-        """Ids of ``text`` (a checked string), without bos/eos."""
+    def _encode_text(self, text: str) -> list[int]: ...
 
     @abc.abstractmethod
-    def _decode_ids(self, ids: list[int], skip_special: bool) -> str:
-        """Text of ``ids`` (checked to lie in the vocabulary)."""
+    def _decode_ids(self, ids: list[int], skip_special: bool) -> str: ...
 
-    @abc.abstractmethod
     def _state(self) -> dict[str, Any]:
-        """What :meth:`save` writes besides the type and version: the
-        values of the constructor's arguments named in ``_saved``."""
+        return {name: getattr(self, name) for name in self._saved}
 
-    @classmethod
-    def _from_state(cls: type[T], state: dict[str, Any]) -> T:
-        """Rebuild a tokenizer from what :meth:`_state` returned."""
-        saved = cls._saved.items()
-        return cls(**{k: _state_value(state, k, t) for k, t in saved})
-
-    # -- encoding ---------------------------------------------------------
+    def _check_id(self, token_id: int) -> int:
+        return check_token_ids([token_id], self.vocab_size, "token_id")[0]
 
     def encode(
         self, text: str, *, bos: bool = False, eos: bool = False
     ) -> list[int]:
-        """Turn text into token ids.
+        """Token ids of ``text``, with ``<bos>`` and ``<eos>`` if asked."""
+        ids = self._encode_text(_check_text(text))
+        return ([self.bos_id] if bos else []) + ids + (
+            [self.eos_id] if eos else [])
 
-        Args:
-            text: the string to encode.
-            bos: put ``<bos>`` first.
-            eos: put ``<eos>`` last.
-
-        Returns:
-            The ids, each in ``range(vocab_size)``.
-
-        Raises:
-            TypeError: if ``text`` is not a string.
-        """
-        _check_text(text)
-        ids = self._encode_text(text)
-        if bos:
-            ids.insert(0, self.bos_id)
-        if eos:
-            ids.append(self.eos_id)
-        return ids
-
-    def decode(
-        self, ids: Iterable[int], *, skip_special: bool = False
-    ) -> str:
-        """Turn token ids back into text.
-
-        Args:
-            ids: token ids (a list, tuple, 1-D array or tensor of ints).
-            skip_special: leave special tokens out instead of writing
-                their names.
-
-        Returns:
-            The text.
-
-        Raises:
-            TypeError: if ``ids`` is a string or holds non-integers.
-            ValueError: if an id is outside ``range(vocab_size)``.
-        """
+    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
+        """Text of ``ids`` (a list, array or tensor); special tokens by
+        name, or left out with ``skip_special``."""
         ids = check_token_ids(ids, self.vocab_size)
         return self._decode_ids(ids, skip_special)
 
     def tokens(self, text: str) -> list[str]:
-        """Return the tokens of ``text`` as strings, for display."""
+        """The tokens of ``text`` as strings, for display."""
         return [self.id_to_token(i) for i in self.encode(text)]
 
-    def _check_id(self, token_id: int) -> int:
-        token_id = check_int("token_id", token_id, minimum=None)
-        if not 0 <= token_id < self.vocab_size:
-            raise ValueError(
-                f"token_id={token_id} is outside the vocabulary "
-                f"(vocab_size={self.vocab_size})"
-            )
-        return token_id
-
-    # -- persistence ------------------------------------------------------
-
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the tokenizer to a JSON file, atomically.
+        """Write the tokenizer to a JSON file, atomically; return its path.
 
-        The file gets the permissions a plain ``open`` would give it
-        (``0o666`` less the umask). It is valid UTF-8: a lone surrogate
-        (legal in a Python str, with no UTF-8 form) is written as a JSON
-        escape such as ``\\ud800``, which :meth:`load` reads back as it was.
-        A token holding a high surrogate followed by a low one cannot be
-        saved: JSON reads the two escapes back as one character.
-
-        Args:
-            path: where to write; parent folders are created.
-
-        Returns:
-            The path written.
+        Raises:
+            ValueError: if a token holds two lone surrogates that JSON
+                would read back as one character.
         """
-        path = Path(path)
-        payload = {
-            "type": type(self).__name__,
-            "version": _FORMAT_VERSION,
-            "special_tokens": list(self.special_tokens),
-            **self._state(),
-        }
+        payload = {"type": type(self).__name__, "version": _FORMAT_VERSION,
+                   "special_tokens": list(self.special_tokens),
+                   **self._state()}
         text = json.dumps(payload, ensure_ascii=False, indent=1)
-        pair = _SURROGATE_PAIR_RE.search(text)
-        if pair:
+        if pair := _SURROGATE_PAIR_RE.search(text):
             raise ValueError(
                 f"cannot save to path={str(path)!r}: a token holds "
                 f"{pair[0]!r}, two lone surrogates that JSON would read "
-                "back as one character"
-            )
+                "back as one character")
         # Each literal surrogate lies inside a JSON string: escape it there.
         text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
-        atomic_write_bytes(path, text.encode("utf-8"))
-        return path
+        atomic_write_bytes(Path(path), text.encode("utf-8"))
+        return Path(path)
 
     @classmethod
     def load(cls: type[T], path: str | os.PathLike[str]) -> T:
-        """Read a tokenizer written by :meth:`save`.
-
-        ``Tokenizer.load`` (and :func:`load_tokenizer`) reads any kind;
-        ``BPETokenizer.load`` only a BPE tokenizer, and so on.
-
-        Args:
-            path: the JSON file.
-
-        Returns:
-            The tokenizer.
+        """Read a file written by ``save``; ``Tokenizer.load`` reads any kind.
 
         Raises:
-            ValueError: if the file is not a JSON object with the entries
-                :meth:`save` writes (the message names the missing or
-                malformed one), holds another kind of tokenizer, or has an
-                unknown format version.
+            ValueError: naming the file and its first malformed entry.
         """
-        where = f"path={str(path)!r}"
         try:
             payload = json.loads(_from_bytes(Path(path).read_bytes()))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{where} is not JSON: {error}") from None
+            return cls._from_payload(payload)
+        except (TypeError, ValueError) as error:  # a bad entry: a bad file
+            bad_json = isinstance(error, json.JSONDecodeError)
+            why = "not JSON: " if bad_json else ""
+            raise ValueError(f"path={str(path)!r}: {why}{error}") from None
+
+    @classmethod
+    def _from_payload(cls: type[T], payload: Any) -> T:
+        kinds = {k.__name__: k for k in _subclasses(Tokenizer)
+                 if not inspect.isabstract(k)}
+        kind = str(payload.get("type")) if isinstance(payload, dict) else ""
+        problem = ""
         if not isinstance(payload, dict):
-            raise ValueError(
-                f"{where} holds {json.dumps(payload)[:20]}, not a JSON "
-                "object with the entries save() writes"
-            )
-        version = payload.get("version")
-        if version != _FORMAT_VERSION:
-            raise ValueError(
-                f"{where} has format version {version!r}; expected "
-                f"{_FORMAT_VERSION}"
-            )
-        kind = payload.get("type")
-        if cls is Tokenizer:
-            classes = _concrete_subclasses(cls)
-            if kind not in classes:
-                raise ValueError(
-                    f"{where} holds type={kind!r}; expected one of "
-                    f"{', '.join(sorted(classes))}"
-                )
-            target = classes[kind]
-        elif kind != cls.__name__:
-            raise ValueError(f"{where} holds a {kind}, not a {cls.__name__}")
+            problem = f"holds {json.dumps(payload)[:20]}, not a JSON object"
+        elif payload.get("version") != _FORMAT_VERSION:
+            problem = (f"has format version {payload.get('version')!r}; "
+                       f"expected {_FORMAT_VERSION}")
+        elif kind not in kinds:
+            problem = (f"holds type={payload.get('type')!r}; expected one "
+                       f"of {sorted(kinds)}")
+        elif not issubclass(kinds[kind], cls):
+            problem = f"holds a {kind}, not a {cls.__name__}"
         else:
-            target = cls
-        try:
-            return target._from_state(payload)
-        except (TypeError, ValueError) as error:
-            # A malformed entry is a bad file, whatever the inner error.
-            raise ValueError(f"{where}: {error}") from None
+            bad = [name for name, type_ in kinds[kind]._saved.items()
+                   if not isinstance(payload.get(name), type_)]
+            problem = f"has no valid {bad[0]!r} entry" if bad else ""
+        if problem:
+            raise ValueError(problem)
+        target = kinds[kind]
+        return cast(T, target(**{k: payload[k] for k in target._saved}))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size})"
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Read any tokenizer written by ``save``, whatever its class.
-
-    Args:
-        path: the JSON file.
-
-    Returns:
-        A :class:`CharTokenizer`, :class:`WordTokenizer` or
-        :class:`BPETokenizer`.
-
-    Raises:
-        ValueError: if the file is not a tokenizer written by ``save``.
-    """
+    """Read any tokenizer written by ``save``, whatever its class."""
     return Tokenizer.load(path)

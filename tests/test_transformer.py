@@ -1,4 +1,4 @@
-"""Layers: equal to PyTorch's twins, masks, causality, errors, training."""
+"""Layers and stacks: PyTorch's twins, masks, causality, errors, training."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.layers import (
+from transformer_book.analysis import capture_attention
+from transformer_book.feedforward import FeedForward
+from transformer_book.masks import causal_mask, padding_mask
+from transformer_book.norm import LayerNorm
+from transformer_book.positional import RotaryEmbedding
+from transformer_book.transformer import (
     Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
-    FeedForward,
-    LayerNorm,
-    RMSNorm,
+    Residual,
     Transformer,
-    explicit_norm,
 )
-from transformer_book.masks import causal_mask, padding_mask
-from transformer_book.positional import RotaryEmbedding
 
 F64 = torch.float64
 TOL = {"rtol": 1e-10, "atol": 1e-10}
@@ -101,123 +101,6 @@ def _memory_masks(kind: str, src_lengths, tgt_len, src_len, gen):
 
 
 # --------------------------------------------------------------------------
-# Norms and feed-forward
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_layer_norm_matches_torch(seed):
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
-    d_model = rng.randint(1, 9)
-    theirs = nn.LayerNorm(
-        d_model, eps=rng.choice([1e-5, 0.1]), bias=seed % 2 == 0, dtype=F64
-    )
-    _randomize(theirs, gen)
-    ours = LayerNorm.from_torch(theirs)
-    assert ours.eps == theirs.eps
-    assert (ours.bias is None) == (theirs.bias is None)
-    x = torch.randn(2, 3, d_model, dtype=F64, generator=gen) * 3 + 1
-    with explicit_norm():  # the written-out formula, not the fused kernel
-        _assert_twin("LayerNorm", ours(x), theirs(x))
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_layer_norm_fused_and_explicit_paths_agree(seed):
-    """The fused kernel and the written-out formula: values and gradients."""
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
-    d_model = rng.randint(1, 40)
-    shape = [rng.randint(1, 4) for _ in range(rng.randint(0, 3))]
-    norm = LayerNorm(d_model, eps=rng.choice([1e-5, 0.1]),
-                     bias=seed % 2 == 0, dtype=F64)
-    _randomize(norm, gen)
-    x = torch.randn(*shape, d_model, dtype=F64, generator=gen) * 3 + 1
-    outs, grads = [], []
-    for explicit in (False, True):
-        x_ = x.clone().requires_grad_()
-        norm.zero_grad()
-        with explicit_norm(explicit):
-            out = norm(x_)
-        out.pow(3).sum().backward()
-        outs.append(out)
-        grads.append([x_.grad] + [p.grad for p in norm.parameters()])
-    torch.testing.assert_close(outs[0], outs[1])
-    for fused, written in zip(*grads, strict=True):
-        torch.testing.assert_close(fused, written)
-
-
-def test_explicit_norm_nests_and_restores():
-    norm = LayerNorm(4, dtype=F64)
-    x = torch.randn(3, 4, dtype=F64, requires_grad=True)
-    assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
-    with explicit_norm():
-        assert "NativeLayerNorm" not in type(norm(x).grad_fn).__name__
-        with explicit_norm(False):
-            assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
-        assert "NativeLayerNorm" not in type(norm(x).grad_fn).__name__
-    assert "NativeLayerNorm" in type(norm(x).grad_fn).__name__
-    with pytest.raises(TypeError, match="enabled"):
-        with explicit_norm("yes"):
-            pass
-
-
-def test_layer_norm_worked_example():
-    norm = LayerNorm(3, eps=1e-12, dtype=F64)
-    out = norm(torch.tensor([2.0, 0.5, 1.5], dtype=F64))
-    expected = torch.tensor([1.0690, -1.3363, 0.2673], dtype=F64)
-    torch.testing.assert_close(out, expected, rtol=0, atol=1e-4)
-
-
-@pytest.mark.parametrize("eps", [None, 1e-6, 0.5])
-@pytest.mark.parametrize("dtype", [F64, torch.float32])
-def test_rms_norm_matches_torch_and_keeps_eps(eps, dtype):
-    gen = torch.Generator().manual_seed(1)
-    theirs = nn.RMSNorm(5, eps=eps, dtype=dtype)
-    _randomize(theirs, gen)
-    ours = RMSNorm.from_torch(theirs)
-    assert ours.eps == eps  # None stays None: the input dtype's epsilon
-    # Small inputs make eps matter, so a wrong eps would show.
-    x = torch.randn(3, 4, 5, dtype=dtype, generator=gen) * 1e-4
-    if dtype == F64:
-        _assert_twin("RMSNorm", ours(x), theirs(x))
-    else:
-        torch.testing.assert_close(ours(x), theirs(x))
-
-
-def test_rms_norm_default_eps_is_input_dtypes_epsilon():
-    norm = RMSNorm(2, eps=None, dtype=F64)
-    x = torch.tensor([[1e-9, -1e-9]], dtype=F64)
-    eps = torch.finfo(F64).eps
-    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    torch.testing.assert_close(norm(x), expected)
-
-
-@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
-def test_feed_forward_is_position_wise(activation):
-    ff = FeedForward(8, 16, activation=activation, dtype=F64)
-    x = torch.randn(2, 7, 8, dtype=F64)
-    perm = torch.randperm(7)
-    torch.testing.assert_close(ff(x[:, perm]), ff(x)[:, perm])
-
-
-def test_feed_forward_activations():
-    x = torch.randn(3, 4, dtype=F64)
-    relu = FeedForward(4, 6, activation="relu", dtype=F64)
-    gelu = FeedForward(4, 6, activation="gelu", dtype=F64)
-    gelu.load_state_dict(relu.state_dict())
-    hidden = relu.up_proj(x)
-    exact = 0.5 * hidden * (1 + torch.erf(hidden / 2**0.5))  # no tanh
-    torch.testing.assert_close(gelu(x), gelu.down_proj(exact))
-    torch.testing.assert_close(relu(x), relu.down_proj(hidden.clamp_min(0)))
-    swiglu = FeedForward(4, 6, activation="swiglu", bias=False, dtype=F64)
-    assert swiglu.gate_proj.out_features == swiglu.up_proj.out_features == 6
-    assert sum(p.numel() for p in swiglu.parameters()) == 3 * 4 * 6
-    gated = F.silu(swiglu.gate_proj(x)) * swiglu.up_proj(x)
-    torch.testing.assert_close(swiglu(x), swiglu.down_proj(gated))
-
-
-# --------------------------------------------------------------------------
 # Layers and stacks against nn.Transformer*
 # --------------------------------------------------------------------------
 
@@ -248,10 +131,9 @@ def test_encoder_layer_matches_torch(seed):
                 is_causal=m["causal"],
             )
         )
-        out, weights = ours(
-            x, m["ours"], is_causal=m["causal"], need_weights=True
-        )
-        assert weights.shape == (batch, cfg["num_heads"], length, length)
+        with capture_attention(ours) as maps:
+            out = ours(x, m["ours"], is_causal=m["causal"])
+        assert maps[0].shape == (batch, cfg["num_heads"], length, length)
         _assert_twin("EncoderLayer", out, expected)
         fused = ours(x, m["ours"], is_causal=m["causal"])
         _assert_twin("EncoderLayer", fused, expected)
@@ -293,10 +175,9 @@ def test_decoder_layer_matches_torch(seed):
                 tgt_is_causal=m["causal"],
             )
         )
-        out, (self_w, cross_w) = ours(
-            x, memory, m["ours"], mem, is_causal=m["causal"],
-            need_weights=True,
-        )
+        with capture_attention(ours) as maps:
+            out = ours(x, memory, m["ours"], mem, is_causal=m["causal"])
+        self_w, cross_w = maps
         h = cfg["num_heads"]
         assert self_w.shape == (batch, h, tgt_len, tgt_len)
         assert cross_w.shape == (batch, h, tgt_len, src_len)
@@ -338,10 +219,9 @@ def test_encoder_matches_torch_with_and_without_norm(seed):
                 is_causal=m["causal"],
             )
         )
-        out, weights = ours(
-            x, m["ours"], is_causal=m["causal"], need_weights=True
-        )
-        assert len(weights) == num_layers
+        with capture_attention(ours) as maps:
+            out = ours(x, m["ours"], is_causal=m["causal"])
+        assert len(maps) == num_layers
         _assert_twin("Encoder", out, expected)
 
 
@@ -382,12 +262,10 @@ def test_decoder_matches_torch(seed):
                 tgt_is_causal=m["causal"],
             )
         )
-        out, weights = ours(
-            x, memory, m["ours"], mem, is_causal=m["causal"],
-            need_weights=True,
-        )
-        assert len(weights) == num_layers
-        assert weights[0][1].shape[-2:] == (tgt_len, src_len)
+        with capture_attention(ours) as maps:
+            out = ours(x, memory, m["ours"], mem, is_causal=m["causal"])
+        assert len(maps) == 2 * num_layers  # self, then cross, per layer
+        assert maps[1].shape[-2:] == (tgt_len, src_len)
         _assert_twin("Decoder", out, expected)
 
 
@@ -457,9 +335,9 @@ def test_transformer_gradients_match_torch():
     ).square().sum().backward()
     grads = {
         "encoder.layers.0.linear1.weight": "encoder.layers.0.feed_forward"
-        ".up_proj.weight",
+        ".sublayer.up_proj.weight",
         "decoder.layers.0.multihead_attn.out_proj.weight": "decoder.layers"
-        ".0.cross_attn.out_proj.weight",
+        ".0.cross_attn.sublayer.out_proj.weight",
         "decoder.norm.weight": "decoder.norm.weight",
     }
     ours_params = dict(ours.named_parameters())
@@ -476,14 +354,16 @@ def test_from_torch_keeps_mode_dtype_and_flags():
     ).eval()
     ours = EncoderLayer.from_torch(theirs)
     assert not ours.training
-    assert ours.feed_forward.activation == "gelu"
-    assert ours.norm1.eps == 1e-3 and ours.norm1.bias is None
-    assert ours.self_attn.bias is False
+    assert ours.feed_forward.sublayer.activation == "gelu"
+    assert ours.self_attn.norm.eps == 1e-3
+    assert ours.self_attn.norm.bias is None
+    assert ours.self_attn.sublayer.bias is False
     ours64 = EncoderLayer.from_torch(theirs.to(F64))
-    assert ours64.norm2.weight.dtype == F64
+    assert ours64.feed_forward.norm.weight.dtype == F64
     # An nn.GELU module counts as exact GELU; the tanh one has no twin.
     exact = nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU())
-    assert EncoderLayer.from_torch(exact).feed_forward.activation == "gelu"
+    copy = EncoderLayer.from_torch(exact)
+    assert copy.feed_forward.sublayer.activation == "gelu"
     tanh = nn.TransformerEncoderLayer(
         8, 2, 16, activation=nn.GELU(approximate="tanh")
     )
@@ -535,21 +415,23 @@ def test_pre_ln_stack_needs_the_final_norm():
     assert (deep(x) - normed(x)).abs().max() > 0.5
 
 
-def test_need_weights_returns_distributions():
+def test_captured_weights_are_distributions():
     layer = EncoderLayer(8, 2, 16, norm_first=True, dtype=F64)
     x = torch.randn(3, 5, 8, dtype=F64)
     pad = padding_mask([5, 3, 1], max_len=5)
-    out, weights = layer(x, pad, need_weights=True)
+    with capture_attention(layer) as maps:
+        out = layer(x, pad)
+    (weights,) = maps
     torch.testing.assert_close(out, layer(x, pad))
     assert weights.shape == (3, 2, 5, 5)
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2, 5, dtype=F64))
     assert weights[1, :, :, 3:].abs().max() == 0  # padding gets no weight
     decoder = Decoder(2, 8, 2, 16, dtype=F64)
     tgt = torch.randn(3, 4, 8, dtype=F64)
-    out, weights = decoder(tgt, x, None, pad, is_causal=True,
-                           need_weights=True)
-    assert len(weights) == 2
-    self_w, cross_w = weights[1]
+    with capture_attention(decoder) as maps:
+        decoder(tgt, x, None, pad, is_causal=True)
+    assert len(maps) == 4
+    self_w, cross_w = maps[2:]
     assert self_w.shape == (3, 2, 4, 4) and cross_w.shape == (3, 2, 4, 5)
     assert self_w.triu(1).abs().max() == 0  # no weight on the future
     assert cross_w[2, :, :, 1:].abs().max() == 0
@@ -599,9 +481,12 @@ def test_memory_mask_none_reads_every_source_position():
 def test_rotary_goes_to_self_attention_only():
     rotary = RotaryEmbedding(4)
     encoder = Encoder(2, 8, 2, 16, rotary=rotary)
-    assert all(layer.self_attn.rotary is rotary for layer in encoder.layers)
+    assert all(
+        layer.self_attn.sublayer.rotary is rotary for layer in encoder.layers
+    )
     layer = DecoderLayer(8, 2, 16, rotary=rotary)
-    assert layer.self_attn.rotary is rotary and layer.cross_attn.rotary is None
+    assert layer.self_attn.sublayer.rotary is rotary
+    assert layer.cross_attn.sublayer.rotary is None
     # Rotary positions break permutation equivariance of the layer.
     enc_layer = EncoderLayer(8, 2, 16, rotary=rotary, dtype=F64)
     x = torch.randn(1, 5, 8, dtype=F64)
@@ -647,14 +532,9 @@ def test_tiny_encoder_overfits_one_batch():
         (lambda: EncoderLayer(10, 3, 16), ValueError, "num_heads=3"),
         (lambda: DecoderLayer(10, 4, 16), ValueError, "d_model=10"),
         (lambda: Transformer(10, 4, 1, 1, 8), ValueError, "divisible"),
-        (lambda: FeedForward(8, 16, activation="tanh"), ValueError,
-         "activation='tanh'"),
         (lambda: EncoderLayer(8, 2, 16, activation="silu"), ValueError,
          "activation"),
-        (lambda: FeedForward(8, 0), ValueError, "d_ff=0"),
         (lambda: EncoderLayer(8, 2, 16, dropout=1.0), ValueError, "dropout"),
-        (lambda: LayerNorm(8, eps=0.0), ValueError, "eps"),
-        (lambda: RMSNorm(8, eps=-1.0), ValueError, "eps"),
         (lambda: Encoder(0, 8, 2, 16), ValueError, "num_layers=0"),
         (lambda: Encoder(1, 8, 2, 16, final_norm=1), TypeError,
          "final_norm"),
@@ -688,32 +568,26 @@ def test_masks_that_do_not_broadcast_are_named():
 def test_bad_sequences_are_named():
     decoder = DecoderLayer(8, 2, 16)
     x = torch.randn(2, 5, 8)
-    with pytest.raises(ValueError, match="memory has feature size 6"):
+    with pytest.raises(ValueError, match=r"memory has shape \(2, 3, 6\)"):
         decoder(x, torch.randn(2, 3, 6))
-    with pytest.raises(ValueError, match="memory has batch size 3"):
+    with pytest.raises(ValueError, match=r"memory has shape \(3, 3, 8\)"):
         decoder(x, torch.randn(3, 3, 8))
-    with pytest.raises(ValueError, match="x has feature size 4"):
+    with pytest.raises(ValueError, match=r"x has shape \(2, 5, 4\)"):
         EncoderLayer(8, 2, 16)(torch.randn(2, 5, 4))
     with pytest.raises(ValueError, match="x must be 3-D"):
         EncoderLayer(8, 2, 16)(torch.randn(5, 8))
-    with pytest.raises(TypeError, match="x must be a floating"):
-        LayerNorm(8)(torch.ones(2, 8, dtype=torch.long))
-    with pytest.raises(ValueError, match="d_model=8"):
-        RMSNorm(8)(torch.randn(2, 7))
     model = Transformer(8, 2, 1, 1, 16)
-    with pytest.raises(ValueError, match="src has feature size 6"):
+    with pytest.raises(ValueError, match=r"src has shape \(2, 3, 6\)"):
         model(torch.randn(2, 3, 6), x)
-    with pytest.raises(ValueError, match="tgt has feature size 6"):
+    with pytest.raises(ValueError, match=r"tgt has shape \(2, 3, 6\)"):
         model(x, torch.randn(2, 3, 6))
-    with pytest.raises(ValueError, match="memory has batch size 1"):
+    with pytest.raises(ValueError, match=r"memory has shape \(1, 3, 8\)"):
         model(torch.randn(1, 3, 8), x)
 
 
 @pytest.mark.parametrize(
     "cls, module",
     [
-        (LayerNorm, nn.RMSNorm(4)),
-        (RMSNorm, nn.LayerNorm(4)),
         (EncoderLayer, nn.TransformerDecoderLayer(4, 2)),
         (DecoderLayer, nn.TransformerEncoderLayer(4, 2)),
         (Encoder, nn.Linear(4, 4)),
@@ -726,8 +600,30 @@ def test_from_torch_rejects_other_modules(cls, module):
         cls.from_torch(module)
 
 
-def test_from_torch_rejects_unsupported_norms():
-    with pytest.raises(ValueError, match="elementwise_affine"):
-        LayerNorm.from_torch(nn.LayerNorm(4, elementwise_affine=False))
-    with pytest.raises(ValueError, match="one dimension"):
-        RMSNorm.from_torch(nn.RMSNorm((2, 4)))
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_residual_is_the_pages_arrangement(pre_norm):
+    torch.manual_seed(0)
+    norm, ff = LayerNorm(8, dtype=F64), FeedForward(8, 16, dtype=F64)
+    _randomize(norm, torch.Generator().manual_seed(1))
+    x = torch.randn(2, 3, 8, dtype=F64)
+    out = Residual(norm, ff, pre_norm)(x)
+    expected = x + ff(norm(x)) if pre_norm else norm(x + ff(x))
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    layer = EncoderLayer(8, 2, 16, norm_first=pre_norm, dtype=F64)
+    attn = layer.self_attn
+    assert isinstance(attn, Residual) and attn.pre_norm == pre_norm
+    with pytest.raises(TypeError, match="pre_norm must be a bool"):
+        Residual(norm, ff, 1)
+
+
+def test_layers_inside_a_stack_leave_the_checks_to_it():
+    encoder = Encoder(2, 8, 2, 16)
+    assert encoder.check_inputs
+    inner = [m for m in encoder.modules() if hasattr(m, "check_inputs")]
+    assert len(inner) == 1 + 2 * 5  # the stack; per layer 1 + 2 + 2
+    assert not any(m.check_inputs for m in inner[1:])
+    layer = EncoderLayer(8, 2, 16)
+    assert layer.check_inputs and not layer.self_attn.sublayer.check_inputs
+    # The stack's own check still names the bad input.
+    with pytest.raises(ValueError, match=r"x has shape \(2, 5, 4\)"):
+        encoder(torch.randn(2, 5, 4))

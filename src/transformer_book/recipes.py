@@ -1,0 +1,457 @@
+"""The book's trained models, one definition each.
+
+A :class:`Recipe` holds what training one model needs for one preset
+(``"cpu"`` or ``"gpu"``): the sizes and hyperparameters, the model's
+config, the prepared data (and its tokenizer), the batches, the loss and
+the evaluation. The pages, the command line (``python -m
+transformer_book.train``) and ``benchmarks/`` all build from here. A
+recipe's ``sizes`` and ``fingerprint`` (of its data) name a trained model
+uniquely, so a cache of trained models can be keyed on them.
+
+Example:
+    >>> import torch
+    >>> from transformer_book import recipes, training
+    >>> r = recipes.get("gpt", "cpu", steps=2, batch_size=2)
+    >>> model = r.model()
+    >>> optimizer = r.optimizer(model)
+    >>> batches = r.batches(torch.Generator().manual_seed(0), "cpu")
+    >>> history = training.fit(lambda batch: r.loss(model, batch), batches,
+    ...                        optimizer, progress=False)
+    >>> len(history.losses)
+    2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.optim import AdamW
+from torch.optim.lr_scheduler import LambdaLR
+
+from . import data
+from ._checks import check_choice
+from .models import (
+    GPT,
+    EncoderConfig,
+    GPTConfig,
+    Seq2SeqTransformer,
+    Seq2SeqTransformerConfig,
+    TransformerEncoderModel,
+    ViT,
+    ViTConfig,
+)
+from .tokenization import CharTokenizer, WordTokenizer
+from .training import accuracy, cross_entropy, warmup_cosine
+
+__all__ = ["NAMES", "PRESETS", "Recipe", "defaults", "get"]
+
+#: The presets: ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
+PRESETS = ("cpu", "gpu")
+#: The book's trained models.
+NAMES = ("gpt", "translation", "mlm", "vit")
+
+# Sizes and hyperparameters, by model and preset: the pages' values.
+# warmup=None means a tenth of the steps.
+_SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "gpt": {  # book/implementation/gpt.md
+        "cpu": dict(data="python-docs", d_model=64, num_heads=4,
+                    num_layers=2, block_size=64, batch_size=32, steps=500,
+                    lr=3e-3, dropout=0.0),
+        "gpu": dict(data="tiny-shakespeare", d_model=384, num_heads=6,
+                    num_layers=6, block_size=256, batch_size=64,
+                    steps=2000, lr=1e-3, dropout=0.2),
+        "all": dict(betas=(0.9, 0.99), weight_decay=0.1, warmup=None,
+                    d_ff=None, text=None, clip_grad_norm=1.0),
+    },
+    "translation": {  # book/implementation/translation.md
+        "cpu": dict(stop=1_000, lists=400 * 128, test_lists=2_000,
+                    steps=1_200, batch_size=16, d_model=64, num_heads=2,
+                    enc_layers=2, dec_layers=3, d_ff=128, lr=3e-3,
+                    warmup=60),
+        "gpu": dict(stop=10_000, lists=1_500 * 256, test_lists=5_000,
+                    steps=1_125, batch_size=256, d_model=128, num_heads=4,
+                    enc_layers=3, dec_layers=3, d_ff=512, lr=2e-3,
+                    warmup=200),
+        "all": dict(max_numbers=4, betas=(0.9, 0.98), weight_decay=0.01,
+                    label_smoothing=0.1, dropout=0.0, clip_grad_norm=1.0,
+                    fused=True),
+    },
+    "mlm": {  # book/implementation/encoder.md
+        "cpu": dict(d_model=64, num_heads=4, num_layers=2, window=32,
+                    batch_size=32, steps=300, lr=2e-3),
+        "gpu": dict(d_model=256, num_heads=8, num_layers=4, window=64,
+                    batch_size=128, steps=3000, lr=1e-3),
+        "all": dict(max_len=32, dropout=0.1, betas=(0.9, 0.999),
+                    weight_decay=0.01, warmup=None, prob=0.15,
+                    clip_grad_norm=None),
+    },
+    "vit": {  # book/vision/training-vit.md
+        "cpu": dict(data="mnist-5k", steps=960, batch_size=32, lr=4e-3,
+                    d_model=64, num_layers=3, d_ff=128),
+        "gpu": dict(data="fashion-mnist", steps=4000, batch_size=256,
+                    lr=2e-3, d_model=128, num_layers=6, d_ff=256),
+        "all": dict(num_heads=4, patch_size=7, dropout=0.0, max_shift=1,
+                    label_smoothing=0.1, betas=(0.9, 0.999),
+                    weight_decay=0.05, warmup=None, clip_grad_norm=None),
+    },
+}
+
+
+@dataclass
+class Recipe:
+    """One trained model of the book for one preset.
+
+    Attributes:
+        name: one of :data:`NAMES`.
+        preset: one of :data:`PRESETS`.
+        sizes: the sizes and hyperparameters (``steps``, ``batch_size``,
+            ``lr``, ``betas``, ``weight_decay``, ``warmup``, ...).
+        config: the model's config.
+        tokenizer: the tokenizer (the target's for translation), or None.
+        draw: ``draw(generator)`` yields ``sizes["steps"]`` training
+            batches as drawn (on the CPU); :meth:`batches` readies them.
+        loss: ``loss(model, batch)``, the mean loss of a batch.
+        weight: what the mean loss of a batch from ``take`` averages over
+            (the targets counted), to combine micro-batches' losses.
+        take: ``take(batch, rows, device)``, some rows of a batch.
+        tokens: the tokens a batch from ``take`` holds (for throughput).
+        evaluate: ``evaluate(model)``, held-out metrics (``"loss"`` first).
+        fingerprint: sha256 of the training data, to match resumes.
+        extras: more prepared data (the source tokenizer, test sets).
+    """
+
+    name: str
+    preset: str
+    sizes: dict[str, Any]
+    config: Any
+    tokenizer: Any
+    draw: Callable[[torch.Generator], Iterator[Any]]
+    loss: Callable[[nn.Module, Any], Tensor]
+    weight: Callable[[Any], float]
+    take: Callable[[Any, slice, torch.device], Any]
+    tokens: Callable[[Any], int]
+    evaluate: Callable[[nn.Module], dict[str, float]]
+    fingerprint: str
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def model(self, seed: int | None = 0) -> nn.Module:
+        """A fresh model (its weights drawn after ``manual_seed(seed)``)."""
+        if seed is not None:
+            torch.manual_seed(seed)
+        build = {GPTConfig: GPT, Seq2SeqTransformerConfig: Seq2SeqTransformer,
+                 EncoderConfig: TransformerEncoderModel, ViTConfig: ViT}
+        return build[type(self.config)](self.config)
+
+    def optimizer(self, model: nn.Module) -> AdamW:
+        """AdamW with the recipe's learning rate, betas and weight decay."""
+        s = self.sizes
+        return AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
+                     weight_decay=s["weight_decay"], fused=s.get("fused"))
+
+    def batches(
+        self, generator: torch.Generator, device: torch.device | None = None
+    ) -> Iterator[Any]:
+        """The training batches; with a ``device``, ready for :attr:`loss`."""
+        for batch in self.draw(generator):
+            yield batch if device is None else self.take(
+                batch, slice(None), device)
+
+    @property
+    def warmup_steps(self) -> int:
+        """The warmup: ``sizes["warmup"]``, or a tenth of the steps."""
+        steps, warmup = self.sizes["steps"], self.sizes["warmup"]
+        return steps // 10 if warmup is None else min(warmup, steps - 1)
+
+    def scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
+        """Linear warmup, then a cosine decay over ``sizes["steps"]``."""
+        return warmup_cosine(optimizer, warmup_steps=self.warmup_steps,
+                             total_steps=self.sizes["steps"])
+
+
+def defaults(name: str, preset: str = "cpu") -> dict[str, Any]:
+    """The sizes and hyperparameters of model ``name`` for ``preset``."""
+    check_choice("name", name, NAMES)
+    check_choice("preset", preset, PRESETS)
+    return {**_SIZES[name]["all"], **_SIZES[name][preset]}
+
+
+def get(name: str, preset: str = "cpu", **overrides: Any) -> Recipe:
+    """The recipe of model ``name`` for ``preset``, with some sizes changed.
+
+    Args:
+        name: one of :data:`NAMES`.
+        preset: one of :data:`PRESETS`.
+        overrides: sizes to change (``steps=2, batch_size=4`` for a smoke
+            run); unknown names are refused.
+    """
+    sizes = defaults(name, preset)
+    for key in overrides:
+        check_choice(f"{name} recipe's size", key, sorted(sizes))
+    sizes.update(overrides)
+    builders = {"gpt": _gpt, "translation": _translation, "mlm": _mlm,
+                "vit": _vit}
+    return builders[name](name, preset, sizes)
+
+
+def _fingerprint(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()
+
+
+def _rows(batch: tuple[Tensor, ...], rows: slice,
+          device: torch.device) -> tuple[Tensor, ...]:
+    return tuple(t[rows].to(device) for t in batch)
+
+
+def _gpt_text(sizes: dict[str, Any]) -> tuple[str, str]:
+    """Training and validation text: the last tenth is held out."""
+    if sizes["text"] is None and sizes["data"] == "python-docs":
+        return data.python_docs_split()
+    text = sizes["text"]
+    if text is None:
+        check_choice("data", sizes["data"],
+                     ("python-docs", "tiny-shakespeare"))
+        text = data.tiny_shakespeare()
+    cut = int(0.9 * len(text))
+    return text[:cut], text[cut:]
+
+
+def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
+    train_text, valid_text = _gpt_text(sizes)
+    tokenizer = CharTokenizer(byte_fallback=False).train(
+        train_text + valid_text if sizes["text"] else train_text)
+    train_ids = torch.tensor(tokenizer.encode(train_text))
+    valid_ids = torch.tensor(tokenizer.encode(valid_text))
+    T, B = sizes["block_size"], sizes["batch_size"]
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, max_seq_len=T,
+        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
+        num_layers=sizes["num_layers"], d_ff=sizes["d_ff"],
+        dropout=sizes["dropout"])
+    count = (len(valid_ids) - 1) // T  # every non-overlapping window
+    valid_x = valid_ids[: count * T].view(count, T)  # (N, T)
+    valid_y = valid_ids[1 : count * T + 1].view(count, T)  # (N, T)
+
+    def batches(generator: torch.Generator) -> Iterator[Any]:
+        for _ in range(sizes["steps"]):
+            yield data.random_windows(train_ids, T, B, generator)
+
+    def loss(model: nn.Module, batch: Any) -> Tensor:
+        return model(*batch)[1]
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
+        total = 0.0
+        for i in range(0, count, 64):
+            x, y = valid_x[i : i + 64], valid_y[i : i + 64]
+            total += float(model(x.to(device), y.to(device))[1]) * len(x)
+        return {"loss": total / count}
+
+    return Recipe(
+        name, preset, sizes, config, tokenizer, batches, loss,
+        weight=lambda batch: float(batch[1].numel()), take=_rows,
+        tokens=lambda batch: batch[0].numel(), evaluate=evaluate,
+        fingerprint=_fingerprint(train_text.encode(), valid_text.encode()),
+        extras={"train_ids": train_ids, "valid_ids": valid_ids,
+                "train_text": train_text, "valid_text": valid_text},
+    )
+
+
+def _length_batches(
+    src: list[list[int]], batch: int, steps: int, seed: int = 0
+) -> list[list[int]]:
+    """``steps`` batches of indices; similar source lengths share one."""
+    chunk, out = 32 * batch, []
+    for start in range(0, len(src), chunk):
+        part = sorted(range(start, min(start + chunk, len(src))),
+                      key=lambda i: len(src[i]))
+        out += [part[j : j + batch] for j in range(0, len(part), batch)]
+    random.Random(seed).shuffle(out)
+    while len(out) < steps:  # more steps than one pass: repeat it
+        out += out[: steps - len(out)]
+    return out[:steps]
+
+
+def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
+    pairs = data.number_pairs("en", "fr", start=0, stop=sizes["stop"],
+                              valid_fraction=0.0, test_fraction=0.1)
+    rng = random.Random(0)
+    train_lists = data.number_lists(pairs.train, sizes["lists"],
+                                    max_numbers=sizes["max_numbers"], rng=rng)
+    test_lists = data.number_lists(pairs.test, sizes["test_lists"],
+                                   max_numbers=sizes["max_numbers"], rng=rng)
+    src_tok = WordTokenizer().train("\n".join(en for en, _ in train_lists))
+    tgt_tok = WordTokenizer().train("\n".join(fr for _, fr in train_lists))
+    pad = tgt_tok.pad_id
+    src = [src_tok.encode(en) for en, _ in train_lists]
+    tgt = [[tgt_tok.bos_id] + tgt_tok.encode(fr, eos=True)
+           for _, fr in train_lists]
+    test_src = [src_tok.encode(en) for en, _ in test_lists]
+    test_tgt = [tgt_tok.encode(fr, eos=True) for _, fr in test_lists]
+    config = Seq2SeqTransformerConfig(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
+        max_seq_len=128, d_model=sizes["d_model"],
+        num_heads=sizes["num_heads"], num_encoder_layers=sizes["enc_layers"],
+        num_decoder_layers=sizes["dec_layers"], d_ff=sizes["d_ff"],
+        dropout=sizes["dropout"], pad_id=pad, norm_first=False, rotary=True)
+
+    def batches(generator: torch.Generator) -> Iterator[Any]:
+        for idx in _length_batches(src, sizes["batch_size"], sizes["steps"]):
+            yield [(src[i], tgt[i]) for i in idx]
+
+    def take(batch: Any, rows: slice, device: torch.device) -> Any:
+        part = batch[rows]
+        return (data.pad_batch([s for s, _ in part], pad, device=device)[0],
+                data.pad_batch([t for _, t in part], pad, device=device)[0])
+
+    def loss(model: nn.Module, batch: Any) -> Tensor:
+        source, target = batch
+        logits = model(source, target[:, :-1])  # teacher forcing (B, T, V)
+        return cross_entropy(logits, target[:, 1:], ignore_index=pad,
+                             label_smoothing=sizes["label_smoothing"])
+
+    def evaluate(model: Any) -> dict[str, float]:
+        device = next(model.parameters()).device
+        correct, total, tokens = 0, 0.0, 0
+        for i in range(0, len(test_src), 500):
+            ids = data.pad_batch(test_src[i : i + 500], pad, device=device)[0]
+            out = model.generate(ids, 60, bos_id=tgt_tok.bos_id,
+                                 eos_id=tgt_tok.eos_id).tolist()
+            rows = test_tgt[i : i + 500]
+            correct += sum(o[: len(t)] == t for o, t in zip(out, rows,
+                                                            strict=True))
+            batch = take([(s, [tgt_tok.bos_id] + t) for s, t in zip(
+                test_src[i : i + 500], rows, strict=True)], slice(None),
+                device)
+            n = sum(len(t) for t in rows)
+            total, tokens = total + float(loss(model, batch)) * n, tokens + n
+        return {"loss": total / tokens, "exact_match": correct / len(test_src)}
+
+    return Recipe(
+        name, preset, sizes, config, tgt_tok, batches, loss,
+        weight=lambda batch: float((batch[1][:, 1:] != pad).sum()), take=take,
+        tokens=lambda batch: int(sum((t != pad).sum() for t in batch)),
+        evaluate=evaluate,
+        fingerprint=_fingerprint(*(f"{en}\t{fr}".encode()
+                                   for en, fr in train_lists + test_lists)),
+        extras={"src_tokenizer": src_tok, "pairs": pairs,
+                "train_lists": train_lists, "test_lists": test_lists},
+    )
+
+
+def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
+    sentences, _, _ = data.python_docs_sentences()
+    order = torch.randperm(len(sentences),
+                           generator=torch.Generator().manual_seed(0))
+    test_idx = order[: 3 * len(sentences) // 10].tolist()
+    corpus = " ".join(data.python_docs_text().split())
+    for i in test_idx:  # pre-training never reads a test sentence
+        corpus = corpus.replace(sentences[i], " ")
+    tokenizer = WordTokenizer(lowercase=True).train(corpus, min_freq=3)
+    mask_id, vocab_size = tokenizer.vocab_size, tokenizer.vocab_size + 1
+    W = sizes["window"]
+    stream = torch.tensor(tokenizer.encode(corpus))
+    windows = stream[: len(stream) // W * W].view(-1, W)  # (N, W)
+    config = EncoderConfig(
+        vocab_size=vocab_size, max_seq_len=max(W, sizes["max_len"]),
+        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
+        num_layers=sizes["num_layers"], dropout=sizes["dropout"],
+        pad_id=tokenizer.pad_id, head="mlm", pool="mean")
+    mask_generator = torch.Generator().manual_seed(1)
+
+    def masked_loss(model: Any, ids: Tensor,
+                    generator: torch.Generator) -> Tensor:
+        inputs, targets = data.mask_tokens(
+            ids, mask_id=mask_id, vocab_size=vocab_size, prob=sizes["prob"],
+            special_ids=range(4), generator=generator)
+        device = next(model.parameters()).device
+        hidden, _ = model.encode(inputs.to(device))  # (B, W, d_model)
+        chosen = targets.to(device) != -100  # only they carry a loss
+        return cross_entropy(model.head(hidden[chosen]),
+                             targets.to(device)[chosen])
+
+    def batches(generator: torch.Generator) -> Iterator[Tensor]:
+        size, done = sizes["batch_size"], 0
+        while True:
+            order = torch.randperm(len(windows), generator=generator)
+            for i in range(0, len(order) - size + 1, size):
+                if done == sizes["steps"]:
+                    return
+                done += 1
+                yield windows[order[i : i + size]]
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        fixed = torch.Generator().manual_seed(0)
+        return {"loss": float(masked_loss(model, windows[-256:], fixed))}
+
+    return Recipe(
+        name, preset, sizes, config, tokenizer, batches,
+        loss=lambda model, ids: masked_loss(model, ids, mask_generator),
+        weight=lambda batch: float(len(batch)),
+        take=lambda batch, rows, device: batch[rows],
+        tokens=lambda batch: batch.numel(), evaluate=evaluate,
+        fingerprint=_fingerprint(corpus.encode()),
+        extras={"windows": windows, "mask_generator": mask_generator,
+                "mask_id": mask_id, "test_idx": test_idx},
+    )
+
+
+def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
+    if sizes["data"] == "mnist-5k":
+        (train_x, train_y), (test_x, test_y) = data.mnist_5k()
+    else:
+        check_choice("data", sizes["data"], ("mnist-5k", "fashion-mnist"))
+        train_x, train_y = data.fashion_mnist("train")
+        test_x, test_y = data.fashion_mnist("test")
+    config = ViTConfig(
+        image_size=28, patch_size=sizes["patch_size"],
+        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
+        num_layers=sizes["num_layers"], d_ff=sizes["d_ff"],
+        dropout=sizes["dropout"])
+    B = sizes["batch_size"]
+
+    def batches(generator: torch.Generator) -> Iterator[Any]:
+        epochs = math.ceil(sizes["steps"] / math.ceil(len(train_x) / B))
+        done = 0
+        for _ in range(epochs):
+            order = torch.randperm(len(train_x), generator=generator)
+            for start in range(0, len(train_x), B):
+                if done == sizes["steps"]:
+                    return
+                done += 1
+                index = order[start : start + B]
+                yield (data.random_shift(train_x[index], sizes["max_shift"],
+                                         generator), train_y[index])
+
+    def loss(model: nn.Module, batch: Any) -> Tensor:
+        images, labels = batch
+        return cross_entropy(model(images), labels,
+                             label_smoothing=sizes["label_smoothing"])
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
+        x, y = test_x.to(device), test_y.to(device)
+        chunks = [slice(i, i + 1000) for i in range(0, len(x), 1000)]
+        loss = sum(float(cross_entropy(model(x[c]), y[c])) * len(y[c])
+                   for c in chunks)
+        return {"loss": loss / len(y), "accuracy": accuracy(model, x, y)}
+
+    return Recipe(
+        name, preset, sizes, config, None, batches, loss,
+        weight=lambda batch: float(len(batch[1])), take=_rows,
+        tokens=lambda batch: len(batch[1]) * config.num_tokens,
+        evaluate=evaluate,
+        fingerprint=_fingerprint(train_x.numpy().tobytes(),
+                                 train_y.numpy().tobytes()),
+        extras={"train": (train_x, train_y), "test": (test_x, test_y)},
+    )
+
