@@ -95,14 +95,8 @@ def test_new_diagrams_fit_the_text_column(draw):
         lambda: diagrams.draw_heads_split_merge(8, d_model=512),
         lambda: diagrams.draw_cross_attention(8, 10),
         lambda: diagrams.draw_cross_attention(1, 1),
-        lambda: diagrams.draw_query_row([0.3, 0.7]),
-        lambda: diagrams.draw_query_row(
-            torch.full((10,), 0.1), [f"token{i}" for i in range(10)], query=9
-        ),
         lambda: diagrams.draw_seq2seq_attention(1),
-        lambda: diagrams.draw_seq2seq_attention(
-            10, src_tokens=["hundred"] * 10
-        ),
+        lambda: diagrams.draw_seq2seq_attention(10),
     ],
 )
 def test_diagram_texts_do_not_overlap(draw):
@@ -111,12 +105,12 @@ def test_diagram_texts_do_not_overlap(draw):
 
 
 def test_text_shrinks_when_a_long_row_is_squeezed_into_the_column():
-    def key_size(n):
-        ax = diagrams.draw_query_row(np.full(n, 1 / n))
-        key = next(t for t in ax.texts if t.get_text() == "$k_{1}$")
-        return key.get_size()
+    def first_size(src_len):
+        ax = diagrams.draw_seq2seq_attention(src_len)
+        state = next(t for t in ax.texts if t.get_text() == "$h_{1}$")
+        return state.get_size()
 
-    assert key_size(10) < key_size(4)
+    assert first_size(10) < first_size(4)
 
 
 # -- the recurrent cells -----------------------------------------------------
@@ -169,67 +163,19 @@ def test_qkv_flow_rejects_a_non_bool_mask_flag():
 # -- one query's row ---------------------------------------------------------
 
 
-def test_query_row_bars_are_the_given_weights():
-    weights = torch.tensor([0.1, 0.2, 0.7])
-    ax = diagrams.draw_query_row(weights, ["a", "b", "c"], query=1)
+def test_query_row_draws_the_illustrative_sentence():
+    ax = diagrams.draw_query_row()
+    weights = np.array([0.06, 0.38, 0.12, 0.05, 0.07, 0.32])
     bars = _tagged(ax, "weight")
-    assert len(bars) == 3
     heights = np.array([b.get_height() for b in bars])
-    np.testing.assert_allclose(heights / heights.max(), [1 / 7, 2 / 7, 1])
+    np.testing.assert_allclose(heights / heights.max(), weights / 0.38)
     texts = _texts(ax)
-    assert {"0.10", "0.20", "0.70", "a", "b", "c", "$q$: b"} <= set(texts)
+    assert {"the", "cat", "sat", "mat", "$q$: sat", "0.38", "0.32"} <= set(
+        texts
+    )
     assert any("Softmax" in t for t in texts)
-    assert len(_tagged(ax, "key")) == len(_tagged(ax, "value")) == 3
-    assert any("a_{n3} v_{3}" in t for t in texts)  # the weighted sum
-
-
-def test_query_row_default_is_the_illustrative_sentence():
-    texts = _texts(diagrams.draw_query_row())
-    assert {"the", "cat", "sat", "mat", "$q$: sat"} <= set(texts)
-
-
-def test_query_row_escapes_dollars_and_shortens_long_tokens():
-    ax = diagrams.draw_query_row([0.5, 0.5], ["$5", "extraordinarily"])
-    texts = _texts(ax)
-    assert r"\$5" in texts
-    assert "extraor\u2026" in texts
-    ax.figure.canvas.draw()  # neither is parsed as mathtext
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"weights": [0.5, 0.4]}, ValueError, "non-negative and sum to 1"),
-        ({"weights": [1.2, -0.2]}, ValueError, "weights must be non-negative"),
-        ({"weights": [0.5, float("nan")]}, ValueError, "NaN or infinite"),
-        ({"weights": ["a", "b"]}, TypeError, "weights must be numbers"),
-        (
-            {"weights": np.full(11, 1 / 11)},
-            ValueError,
-            r"len\(weights\)=11 must be between 1 and 10",
-        ),
-        ({"weights": []}, ValueError, "weights is empty"),
-        ({"weights": torch.ones(2, 2) / 2}, ValueError, "weights must be 1-D"),
-        (
-            {"weights": [0.5, 0.5], "tokens": ["a"]},
-            ValueError,
-            "tokens has 1 entries, expected 2",
-        ),
-        ({"weights": [0.5, 0.5], "tokens": "ab"}, TypeError, "tokens must"),
-        (
-            {"weights": [0.5, 0.5], "tokens": ["a", 1]},
-            TypeError,
-            "tokens must be a sequence of strings",
-        ),
-        ({"tokens": ["a", "b"]}, ValueError, "tokens were given without"),
-        ({"weights": [0.5, 0.5], "query": 2}, ValueError, "query=2 must"),
-        ({"weights": [0.5, 0.5], "query": -1}, ValueError, "query=-1"),
-        ({"weights": [0.5, 0.5], "query": 1.0}, TypeError, "query must be"),
-    ],
-)
-def test_query_row_rejects_bad_input(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        diagrams.draw_query_row(**kwargs)
+    assert len(_tagged(ax, "key")) == len(_tagged(ax, "value")) == 6
+    assert any("a_{n6} v_{6}" in t for t in texts)  # the weighted sum
 
 
 # -- heads split and merged --------------------------------------------------
@@ -290,14 +236,12 @@ def test_cross_attention_grid_is_q_len_by_kv_len(q_len, kv_len):
     assert any("Softmax" in t for t in texts)
 
 
-def test_cross_attention_colours_the_given_weights():
-    weights = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.1, 0.8]])
-    ax = diagrams.draw_cross_attention(2, 3, weights=weights)
+def test_cross_attention_rows_peak_left_to_right():
+    ax = diagrams.draw_cross_attention(2, 6)
     cells = _tagged(ax, "weight")  # row by row
     darkness = [-sum(c.get_facecolor()[:3]) for c in cells]
-    assert np.argmax(darkness[:3]) == 0
-    assert np.argmax(darkness[3:]) == 2
-    assert darkness[0] > darkness[1]
+    assert np.argmax(darkness[:6]) == 1
+    assert np.argmax(darkness[6:]) == 4
 
 
 @pytest.mark.parametrize(
@@ -306,18 +250,6 @@ def test_cross_attention_colours_the_given_weights():
         ((0, 5), {}, ValueError, "q_len=0 must be positive"),
         ((3, 11), {}, ValueError, "kv_len=11 must be between 1 and 10"),
         (("3", 5), {}, TypeError, "q_len must be an int"),
-        (
-            (2, 3),
-            {"weights": np.ones((3, 2)) / 2},
-            ValueError,
-            r"weights must be of shape \(2, 3\), got shape \(3, 2\)",
-        ),
-        (
-            (1, 2),
-            {"weights": [[0.7, 0.7]]},
-            ValueError,
-            "each row of weights must be non-negative and sum to 1",
-        ),
     ],
 )
 def test_cross_attention_rejects_bad_input(args, kwargs, error, match):
@@ -329,16 +261,14 @@ def test_cross_attention_rejects_bad_input(args, kwargs, error, match):
 
 
 def test_seq2seq_attention_draws_encoder_scores_and_context():
-    ax = diagrams.draw_seq2seq_attention(
-        3, weights=[0.2, 0.5, 0.3], src_tokens=["un", "deux", "trois"]
-    )
+    ax = diagrams.draw_seq2seq_attention(3)
     assert len(_tagged(ax, "encoder")) == 3
     assert len(_tagged(ax, "decoder")) == 2  # s_{i-1} and s_i
     bars = _tagged(ax, "weight")
     heights = np.array([b.get_height() for b in bars])
-    np.testing.assert_allclose(heights / heights.max(), [0.4, 1.0, 0.6])
+    assert np.argmax(heights) == 1  # the decoder reads mostly x_2
     texts = _texts(ax)
-    for label in ("$h_{3}$", "$s_{i-1}$", "$s_i$", "un", "trois", "0.50"):
+    for label in ("$h_{3}$", "$s_{i-1}$", "$s_i$", "$x_{1}$", "$x_{3}$"):
         assert label in texts
     assert any("tanh" in t and "s_{i-1}" in t for t in texts)  # the score
     assert any("Softmax" in t for t in texts)
@@ -359,8 +289,6 @@ def test_seq2seq_attention_default_weights_sum_to_one():
         ((0,), {}, ValueError, "src_len=0 must be positive"),
         ((11,), {}, ValueError, "src_len=11 must be between 1 and 10"),
         ((4.0,), {}, TypeError, "src_len must be an int"),
-        ((2,), {"weights": [1.0]}, ValueError, r"\(2,\), got shape \(1,\)"),
-        ((2,), {"src_tokens": ["a"]}, ValueError, "src_tokens has 1 entries"),
     ],
 )
 def test_seq2seq_attention_rejects_bad_input(args, kwargs, error, match):

@@ -1,4 +1,5 @@
 # Sizes of encoder.md, read by transformer_book._book.sizes.
+# The encoder and its MLM pre-training are recipes.get("mlm", preset).
 # cpu and gpu: the presets (same keys); smoke: what a smoke run
 # (BOOK_SMOKE=1) puts in place of gpu's; threads: compute threads.
 
@@ -8,13 +9,8 @@ threads = 1
 
 cpu = {
     # A two-layer encoder, a few hundred MLM steps on one CPU thread.
-    "d_model": 64,
-    "num_heads": 4,
-    "num_layers": 2,
-    "window": 32,
     "mlm_batch": 32,
     "mlm_steps": 300,
-    "mlm_lr": 0.002,
     "labels_per_class": (8, 32),
     "finetune_steps": 80,
     "finetune_epochs": 2,
@@ -30,13 +26,8 @@ cpu = {
 
 gpu = {
     # A wider, deeper encoder and longer pre-training on a GPU.
-    "d_model": 256,
-    "num_heads": 8,
-    "num_layers": 4,
-    "window": 64,
     "mlm_batch": 128,
     "mlm_steps": 3000,
-    "mlm_lr": 0.001,
     "labels_per_class": (8, 32, 128),
     "finetune_steps": 100,
     "finetune_epochs": 5,

@@ -2,4 +2,4 @@
 
 #: The package's version, in this one place: ``pyproject.toml`` reads it
 #: (``[tool.setuptools.dynamic]``) and ``CHANGELOG.md`` has an entry for it.
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -45,8 +45,7 @@ def smoke() -> bool:
     if value not in _ON + _OFF:
         raise ValueError(
             f"{SMOKE_ENV_VAR}={os.environ[SMOKE_ENV_VAR]!r} is neither on "
-            "(1, true, yes, on) nor off (0, false, no, off, empty)"
-        )
+            "(1, true, yes, on) nor off (0, false, no, off, empty)")
     return value in _ON
 
 
@@ -63,8 +62,7 @@ def preset() -> str:
         why = f" ({SMOKE_ENV_VAR} runs it; unset one)" if smoke() else ""
         raise ValueError(
             f"{PRESET_ENV_VAR}={raw!r} is not a preset: expected one of "
-            f"{', '.join(map(repr, allowed))}{why}"
-        )
+            f"{', '.join(map(repr, allowed))}{why}")
     return value
 
 
@@ -78,8 +76,7 @@ class Sizes(dict[str, Any]):
         rows = "".join(
             f"<tr><td><code>{html.escape(k)}</code></td>"
             f"<td><code>{html.escape(repr(v))}</code></td></tr>"
-            for k, v in self.items()
-        )
+            for k, v in self.items())
         capped = ", capped for a smoke run" if self.capped else ""
         return (f"<table><caption>Sizes of this build: the {self.preset} "
                 f"preset{capped}</caption>{rows}</table>")
@@ -110,8 +107,7 @@ def read_sizes(path: str | Path) -> dict[str, Any]:
             f"{path}: cpu and gpu must be dicts of the same sizes, smoke a "
             f"dict of some of them; only in cpu: {sorted(cpu - gpu)}, only "
             f"in gpu: {sorted(gpu - cpu)}, unknown in smoke: "
-            f"{sorted(capped - gpu)}"
-        )
+            f"{sorted(capped - gpu)}")
     return table
 
 

@@ -1,10 +1,5 @@
-"""Argument checks: each rule of the package written once.
-
-Each helper names the argument, what it got and what was expected, and
-returns the checked value. Entry points (configs, models, public modules)
-call them; a module built inside another is marked by
-:func:`skip_inner_checks` and leaves its inputs to the outer one.
-"""
+"""Argument checks, each rule written once: a helper names the argument,
+what it got and what was expected, and returns the checked value."""
 
 from __future__ import annotations
 
@@ -91,9 +86,14 @@ def check_number(
 
 def check_probability(name: str, value: Any) -> float:
     """Return a dropout probability in ``[0, 1)`` (1 would drop all)."""
-    return check_number(
-        name, value, minimum=0.0, maximum=1.0, max_inclusive=False
-    )
+    return check_number(name, value, minimum=0.0, maximum=1.0,
+                        max_inclusive=False)
+
+
+def check_divisible(name: str, value: int, by_name: str, by: int) -> None:
+    """``value`` (the argument ``name``) must be a multiple of ``by``."""
+    if value % by:
+        raise ValueError(f"{name}={value} is not divisible by {by_name}={by}")
 
 
 def check_choice(name: str, value: _T, choices: Collection[_T]) -> _T:
@@ -156,6 +156,17 @@ def check_shape(
     return x
 
 
+def check_features(
+    name: str, x: Any, size: int, what: str = "d_model", *,
+    ndim: int | None = None, like: Tensor | None = None,
+) -> Tensor:
+    """Return ``x`` if it is a floating tensor ``(..., size)`` (``what``
+    names ``size``), with ``like``'s dtype."""
+    check_tensor(name, x, ndim=ndim, floating=True)
+    shape = (*x.shape[:-1], size)
+    return check_shape(name, x, shape, f"(..., {what}={size})", like=like)
+
+
 def check_param_dtype(
     name: str, x: Tensor, weight: Tensor, what: str = "the parameters are"
 ) -> None:
@@ -207,6 +218,35 @@ def check_id_tensor(
                 f"vocabulary (vocab_size={vocab_size})"
             )
     return ids
+
+
+def check_ids(
+    name: str, ids: Any, vocab_size: int, max_seq_len: int | None = None,
+    cached: int = 0,
+) -> Tensor:
+    """``(B, T)`` token ids, ``T >= 1``, as int64 (with ``max_seq_len``:
+    ``cached + T <= max_seq_len``); the values as :func:`check_id_tensor`."""
+    check_id_tensor(name, ids, vocab_size, ndim=2)
+    length = ids.shape[1]
+    too_long = max_seq_len is not None and cached + length > max_seq_len
+    if not length or too_long:
+        raise ValueError(
+            f"{name} has no tokens (shape {tuple(ids.shape)})" if not length
+            else f"{name} has length {length} after {cached} cached positions:"
+            f" {cached + length} is more than max_seq_len={max_seq_len}"
+        )
+    return ids.long()
+
+
+def check_vocab_id(config: Any, name: str, *vocab_sizes: str) -> None:
+    """``config.<name>`` must be an id of each vocabulary ``vocab_sizes``."""
+    value = check_int(name, getattr(config, name), minimum=0)
+    for vocab in vocab_sizes:
+        if value >= getattr(config, vocab):
+            raise ValueError(
+                f"{name}={value} is outside the vocabulary "
+                f"({vocab}={getattr(config, vocab)})"
+            )
 
 
 def check_token_ids(

@@ -1,12 +1,7 @@
-"""Atomic file writes: the one way the package writes a file.
-
-Downloads, the number-words cache, tokenizer JSON and training checkpoints
-all go through :func:`atomic_open`, so a crash or an error mid-write never
-leaves a half-written file under the final name, a new file gets the
-permissions a plain ``open`` would give it, and a file written over keeps
-its own. Checkpoints are also *verified* files
-(:func:`save_verified`, :func:`load_verified`): a sha256 checksum of the
-whole file travels in it, so any damage is found before it is read.
+"""Atomic file writes, the one way the package writes a file: a crash
+mid-write never leaves a half-written file under the final name.
+Checkpoints are also *verified*: a sha256 checksum of the whole file
+travels in it, so any damage is found before it is read.
 """
 
 from __future__ import annotations
@@ -31,12 +26,8 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = [
-    "atomic_open",
-    "atomic_write_bytes",
-    "load_verified",
-    "save_verified",
-]
+__all__ = ["atomic_open", "atomic_write_bytes", "load_verified",
+           "save_verified"]
 
 
 def _lock(fd: int, *, wait: bool) -> bool:
@@ -58,8 +49,7 @@ def _remove_stale(path: Path, suffix: str) -> None:
     a holder was left by a killed write.
     """
     pattern = re.compile(
-        re.escape(f".{path.name}.") + "[0-9a-f]{12}" + re.escape(suffix)
-    )
+        re.escape(f".{path.name}.") + "[0-9a-f]{12}" + re.escape(suffix))
     with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
         for entry in entries:
             if not pattern.fullmatch(entry.name):
@@ -75,24 +65,14 @@ def _remove_stale(path: Path, suffix: str) -> None:
 
 @contextlib.contextmanager
 def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path``; rename it there on success.
+    """Open ``.<name>.<12 hex digits><suffix>`` beside ``path`` for binary
+    writing; flush it to disk and rename it to ``path`` on success.
 
-    The temporary file, ``.<name>.<12 hex digits><suffix>`` in ``path``'s
-    folder, is created with ``os.open(..., 0o666)``, so the kernel applies
-    the umask and a new file has the mode a plain ``open(path, "wb")``
-    would give it (``tempfile.mkstemp`` would make it 0600 whatever the
-    umask, unreadable to the other users of a shared cache); a file that
-    is replaced keeps its mode. The content is flushed to disk before the
-    rename. If the block raises (``KeyboardInterrupt`` included), the
-    temporary file is removed and ``path`` is untouched; temporary files
-    of ``path`` left by a killed process are removed by the next write.
-
-    Args:
-        path: the final file; its parent folders are created.
-        suffix: ending of the temporary file's name.
-
-    Yields:
-        The temporary file, open for binary writing.
+    A new file gets the mode a plain ``open(path, "wb")`` would give it
+    (``tempfile.mkstemp`` would make it 0600, unreadable to the other users
+    of a shared cache); a replaced file keeps its mode. If the block raises
+    (``KeyboardInterrupt`` included), ``path`` is untouched; temporary
+    files left by a killed process are removed by the next write.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,13 +144,10 @@ def save_verified(path: Path, obj: Any) -> None:
     if data[end : end + 4] != _END_OF_ZIP or data[-2:] != b"\0\0":
         raise RuntimeError(  # pragma: no cover - a new torch.save layout
             "torch.save wrote an archive that does not end with an empty "
-            "zip comment: cannot add the checksum"
-        )
+            "zip comment: cannot add the checksum")
     head = bytes(data[:-2]) + struct.pack("<H", _TRAILER)
     digest = hashlib.sha256(head).hexdigest().encode("ascii")
-    with atomic_open(path) as f:
-        f.write(head)
-        f.write(_TAG + digest)
+    atomic_write_bytes(path, head + _TAG + digest)
 
 
 def load_verified(
@@ -191,18 +168,15 @@ def load_verified(
         raise ValueError(
             f"{path} is truncated or not a transformer_book checkpoint: "
             "it does not end with the sha256 checksum that a checkpoint "
-            "ends with"
-        )
+            "ends with")
     head, digest = memoryview(data)[:-_TRAILER], data[-64:]
     if hashlib.sha256(head).hexdigest().encode("ascii") != digest:
         raise ValueError(
             f"{path} is damaged: its content does not match its sha256 "
-            "checksum"
-        )
+            "checksum")
     try:
         return torch.load(
-            io.BytesIO(data), map_location=map_location, weights_only=True
-        )
+            io.BytesIO(data), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:  # its text advises weights_only=False
         raise ValueError(
             f"{path} passes its checksum but holds objects that "

@@ -43,10 +43,8 @@ def _layers(weights: Sequence[Tensor] | Tensor) -> list[Tensor]:
     """A non-empty list of equal ``(B, H, T, T)`` float tensors."""
     weights = [weights] if isinstance(weights, Tensor) else list(weights)
     check_int("len(weights)", len(weights))
-    first = weights[0]
-    four_d = isinstance(first, Tensor) and first.ndim == 4
-    shape = tuple(first.shape) if four_d else (None,) * 4
     for i, w in enumerate(weights):
+        shape = tuple(weights[0].shape) if i else (None,) * 4
         check_shape(f"weights[{i}]", w, shape, "(B, H, T, T) as weights[0]")
         check_shape(f"weights[{i}]", w, (*w.shape[:3], w.shape[2]),
                     "(B, H, T, T)")

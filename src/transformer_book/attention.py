@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, overload
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from . import masks
 from ._checks import (
     check_bool,
+    check_divisible,
     check_float_dtype,
     check_instance,
     check_int,
@@ -26,22 +27,6 @@ from .positional import RotaryEmbedding
 
 __all__ = ["KVCache", "MultiHeadAttention", "scaled_dot_product_attention",
            "set_fused"]
-
-
-@overload
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = ..., *,
-    is_causal: bool = ..., dropout_p: float = ...,
-    return_weights: Literal[False] = ..., scale: float | None = ...,
-) -> Tensor: ...
-
-
-@overload
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = ..., *,
-    is_causal: bool = ..., dropout_p: float = ...,
-    return_weights: Literal[True], scale: float | None = ...,
-) -> tuple[Tensor, Tensor]: ...
 
 
 def scaled_dot_product_attention(
@@ -78,9 +63,8 @@ def scaled_dot_product_attention(
     dropout_p = check_probability("dropout_p", dropout_p)
     is_causal = check_bool("is_causal", is_causal)
     return_weights = check_bool("return_weights", return_weights)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    scale = check_number("scale", scale)
+    default = 1.0 / math.sqrt(q.shape[-1])
+    scale = check_number("scale", default if scale is None else scale)
     mask, empty, k, v = _prepare(q, k, v, attn_mask, is_causal)
     if is_causal and mask is None:
         mask = masks.causal_mask(q.shape[-2], k.shape[-2], device=q.device)
@@ -185,8 +169,13 @@ class KVCache:
         if held is not None:
             check_param_dtype("k", k, held, "the cache holds")
         end = self._length + k.shape[2]
-        if end > self.capacity:
-            self._grow(k, v, end)
+        if end > self.capacity:  # double the buffer
+            shape = (*k.shape[:2], max(end, 2 * self.capacity), k.shape[3])
+            new_keys, new_values = k.new_empty(shape), v.new_empty(shape)
+            if self._keys is not None and self._values is not None:
+                new_keys[:, :, : self._length] = self.keys
+                new_values[:, :, : self._length] = self.values
+            self._keys, self._values = new_keys, new_values
         assert self._keys is not None and self._values is not None
         self._keys[:, :, self._length : end] = k
         self._values[:, :, self._length : end] = v
@@ -211,13 +200,25 @@ class KVCache:
         self._keys = self._values = None
         self._length = self.offset = 0
 
-    def _grow(self, k: Tensor, v: Tensor, needed: int) -> None:
-        shape = (*k.shape[:2], max(needed, 2 * self.capacity), k.shape[3])
-        new_keys, new_values = k.new_empty(shape), v.new_empty(shape)
-        if self._keys is not None and self._values is not None:
-            new_keys[:, :, : self._length] = self.keys
-            new_values[:, :, : self._length] = self.values
-        self._keys, self._values = new_keys, new_values
+
+def check_cache(cache: Any, num_layers: int) -> tuple[int, int]:
+    """``cache``: ``None`` or one :class:`KVCache` per layer; returns the
+    position of the next token and the number of keys held."""
+    if cache is None:
+        return 0, 0
+    if isinstance(cache, KVCache) or not all(
+        isinstance(layer, KVCache) for layer in cache
+    ):
+        raise TypeError(
+            "cache must be a sequence of KVCache, one per layer (from "
+            "make_cache())"
+        )
+    if len(cache) != num_layers:
+        raise ValueError(
+            f"cache has {len(cache)} entries, expected one per layer "
+            f"(num_layers={num_layers})"
+        )
+    return cache[0].offset, len(cache[0])
 
 
 class MultiHeadAttention(nn.Module):
@@ -239,7 +240,6 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights (training mode only).
         bias: whether the four projections have biases.
         rotary: ``None`` or a ``RotaryEmbedding`` of ``head_dim``.
-        device, dtype: of the parameters.
 
     Shape:
         query: ``(B, q_len, d_model)``; key, value: ``(B, kv_len,
@@ -258,14 +258,14 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.d_model, self.num_heads = _check_heads(d_model, num_heads)
+        self.d_model = check_int("d_model", d_model)
+        self.num_heads = check_int("num_heads", num_heads)
+        check_divisible("d_model", d_model, "num_heads", num_heads)
         self.head_dim = d_model // num_heads
         self.dropout = check_probability("dropout", dropout)
-        factory: dict[str, Any] = {
-            "bias": check_bool("bias", bias),
-            "device": device,
-            "dtype": check_float_dtype("dtype", dtype),
-        }
+        factory: dict[str, Any] = {"bias": check_bool("bias", bias),
+                                   "device": device,
+                                   "dtype": check_float_dtype("dtype", dtype)}
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
             nn.Linear(d_model, d_model, **factory) for _ in range(4)
         )
@@ -396,14 +396,12 @@ class MultiHeadAttention(nn.Module):
             "add_zero_attn=True": m.add_zero_attn,
         })
         weight, bias = module.in_proj_weight, module.in_proj_bias
-        ours = cls(
-            module.embed_dim, module.num_heads, dropout=module.dropout,
-            bias=bias is not None, device=weight.device, dtype=weight.dtype,
-        )
-        projs = (ours.q_proj, ours.k_proj, ours.v_proj)
+        ours = cls(module.embed_dim, module.num_heads, dropout=module.dropout,
+                   bias=bias is not None, device=weight.device,
+                   dtype=weight.dtype)
         with torch.no_grad():
             # PyTorch packs W_q, W_k, W_v as rows of one (3 d, d) matrix.
-            for i, proj in enumerate(projs):
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
                 proj.weight.copy_(weight.chunk(3)[i])
                 if bias is not None:
                     proj.bias.copy_(bias.chunk(3)[i])
@@ -421,16 +419,6 @@ def _after_cache(
     causal = masks.bottom_right_causal_mask(q.shape[2], k.shape[2],
                                             device=q.device)
     return masks.merge_masks(causal, attn_mask)
-
-
-def _check_heads(d_model: int, num_heads: int) -> tuple[int, int]:
-    """Sizes of a multi-head block: ``d_model`` splits into the heads."""
-    d_model = check_int("d_model", d_model)
-    if d_model % check_int("num_heads", num_heads):
-        raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}"
-        )
-    return d_model, num_heads
 
 
 def set_fused(model: nn.Module, fused: bool) -> nn.Module:

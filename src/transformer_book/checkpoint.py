@@ -24,13 +24,8 @@ from torch.optim import Optimizer
 from ._checks import check_int
 from ._io import load_verified, save_verified
 
-__all__ = [
-    "load_checkpoint",
-    "random_state",
-    "save_checkpoint",
-    "set_random_state",
-    "tokenizer_path",
-]
+__all__ = ["load_checkpoint", "random_state", "save_checkpoint",
+           "set_random_state", "tokenizer_path"]
 
 # Written into every checkpoint, so that a future layout can be told apart.
 FORMAT = "transformer_book.training/1"
@@ -46,9 +41,8 @@ _CONTAINERS = (list, tuple, set, dict, OrderedDict)
 def expect(name: str, value: Any, ok: bool, expected: str) -> None:
     """Raise ``TypeError("{name} must be {expected}, got ...")`` unless ok."""
     if not ok:
-        raise TypeError(
-            f"{name} must be {expected}, got {type(value).__name__}"
-        )
+        raise TypeError(f"{name} must be {expected}, got "
+                        f"{type(value).__name__}")
 
 
 def check_objects(model: Any, optimizer: Any, scheduler: Any) -> None:
@@ -80,11 +74,8 @@ def check_extra(value: Any, where: str = "extra") -> None:
 
 
 def random_state(generators: Sequence[torch.Generator] = ()) -> dict:
-    """The states of the global generators and of ``generators``.
-
-    NumPy's state is stored as a tensor and plain numbers, so that the
-    checkpoint loads with ``weights_only=True``.
-    """
+    """The states of the global generators and of ``generators`` (NumPy's
+    as a tensor and numbers, which ``weights_only=True`` loads)."""
     np_state = np.random.get_state(legacy=False)
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
@@ -102,12 +93,9 @@ def random_state(generators: Sequence[torch.Generator] = ()) -> dict:
     return state
 
 
-def set_random_state(
-    state: Mapping[str, Any],
-    generators: Sequence[torch.Generator] = (),
-    *,
-    strict: bool = True,
-) -> None:
+def set_random_state(state: Mapping[str, Any],
+                     generators: Sequence[torch.Generator] = (), *,
+                     strict: bool = True) -> None:
     """Restore what :func:`random_state` saved.
 
     With ``strict=False`` and no ``generators``, saved generator states are
@@ -115,10 +103,9 @@ def set_random_state(
     """
     saved = state.get("generators", [])
     if (strict or generators) and len(saved) != len(generators):
-        raise ValueError(
-            f"the checkpoint holds {len(saved)} generator state(s) but "
-            f"{len(generators)} generator(s) were given to restore"
-        )
+        raise ValueError(f"the checkpoint holds {len(saved)} generator "
+                         f"state(s) but {len(generators)} generator(s) "
+                         "were given to restore")
     for generator, generator_state in zip(generators, saved, strict=False):
         generator.set_state(generator_state)
     torch.set_rng_state(state["torch"])
@@ -129,9 +116,9 @@ def set_random_state(
         np_state["pos"], np_state["has_gauss"], np_state["gauss"],
     ))
     cuda = state.get("cuda")
-    if cuda is not None and torch.cuda.is_available():
-        if len(cuda) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda)
+    if (cuda is not None and torch.cuda.is_available()
+            and len(cuda) == torch.cuda.device_count()):
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def check_generators(generators: Sequence[Any]) -> list[torch.Generator]:
@@ -143,15 +130,9 @@ def check_generators(generators: Sequence[Any]) -> list[torch.Generator]:
 
 
 def save_checkpoint(
-    path: str | os.PathLike[str],
-    *,
-    model: nn.Module,
-    optimizer: Optimizer | None = None,
-    scheduler: Any = None,
-    step: int = 0,
-    epoch: int = 0,
-    history: Any = None,
-    extra: Any = None,
+    path: str | os.PathLike[str], *, model: nn.Module,
+    optimizer: Optimizer | None = None, scheduler: Any = None,
+    step: int = 0, epoch: int = 0, history: Any = None, extra: Any = None,
     generators: Sequence[torch.Generator] = (),
     loop: Mapping[str, Any] | None = None,
 ) -> Path:
@@ -159,7 +140,7 @@ def save_checkpoint(
 
     Args:
         path: where to write (conventionally ``*.pt``); parents are created.
-        model: the model (a ``DistributedDataParallel`` is unwrapped).
+        model: the model.
         optimizer: its optimizer, if training is to resume.
         scheduler: its learning-rate scheduler.
         step: the number of optimizer steps done.
@@ -167,12 +148,8 @@ def save_checkpoint(
         history: the run's :class:`~transformer_book.training.History`.
         extra: plain data to keep (the config): ``None``, bools, numbers,
             str, bytes, tensors, dtypes, devices, and containers of them.
-        generators: generators to save; :func:`load_checkpoint` restores
-            them in order.
+        generators: generators to save, restored in order on loading.
         loop: where ``fit`` stands inside an epoch (set by ``fit``).
-
-    Returns:
-        ``path`` as a ``Path``.
     """
     check_objects(model, optimizer, scheduler)
     expect("history", history, history is None
@@ -195,13 +172,9 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str],
-    *,
-    model: nn.Module,
-    optimizer: Optimizer | None = None,
-    scheduler: Any = None,
-    generators: Sequence[torch.Generator] = (),
-    restore_rng: bool = True,
+    path: str | os.PathLike[str], *, model: nn.Module,
+    optimizer: Optimizer | None = None, scheduler: Any = None,
+    generators: Sequence[torch.Generator] = (), restore_rng: bool = True,
     map_location: str | torch.device | None = "cpu",
 ) -> dict[str, Any]:
     """Load a checkpoint into ``model`` (and optimizer, scheduler).
@@ -238,10 +211,9 @@ def load_checkpoint(
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as error:
-        raise ValueError(
-            f"{path} holds weights that do not fit {type(model).__name__} "
-            f"(a checkpoint of a different config?): {error}"
-        ) from error
+        raise ValueError(f"{path} holds weights that do not fit "
+                         f"{type(model).__name__} (a checkpoint of a "
+                         f"different config?): {error}") from error
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
     if scheduler is not None:

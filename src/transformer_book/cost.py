@@ -22,11 +22,9 @@ from ._checks import (
     check_tensor_like,
 )
 
-__all__ = [
-    "PARALLEL_STRATEGIES", "AttentionFlops", "TrainingMemory",
-    "attention_flops", "loglog_slope", "lstm_flops", "peak_memory",
-    "score_matrix_bytes", "training_memory",
-]
+__all__ = ["PARALLEL_STRATEGIES", "AttentionFlops", "TrainingMemory",
+           "attention_flops", "loglog_slope", "lstm_flops", "peak_memory",
+           "score_matrix_bytes", "training_memory"]
 
 
 def _sizes(**sizes: int) -> list[int]:
@@ -126,18 +124,16 @@ def peak_memory(
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     try:
-        where = torch.device("cpu" if device is None else device)
-    except (RuntimeError, TypeError):
-        where = None
-    kind = check_choice("device", str(device) if where is None
-                        else where.type, ("cpu", "cuda"))
-    if kind == "cuda":
-        torch.cuda.synchronize(where)
-        before = torch.cuda.memory_allocated(where)
-        torch.cuda.reset_peak_memory_stats(where)
+        kind = torch.device("cpu" if device is None else device).type
+    except (RuntimeError, TypeError):  # "gpu": named in the error below
+        kind = str(device)
+    if check_choice("device", kind, ("cpu", "cuda")) == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
         fn()
-        torch.cuda.synchronize(where)
-        return int(torch.cuda.max_memory_allocated(where) - before)
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
     from torch.profiler import ProfilerActivity, profile
 
     # Kineto logs every profiler start to stderr, which a notebook shows;

@@ -12,6 +12,7 @@ from ._checks import (
     check_int,
     check_integer_tensor,
     check_number,
+    check_shape,
     check_tensor,
 )
 
@@ -69,12 +70,8 @@ def _options(temperature: Any, top_k: Any, top_p: Any) -> _Options:
 
 
 def sample(
-    logits: Tensor,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
+    logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
+    top_p: float | None = None, generator: torch.Generator | None = None,
 ) -> Tensor:
     r"""Draw one int64 id per row from :math:`\mathrm{softmax}(z / T)`.
 
@@ -117,15 +114,9 @@ def _draw(
 
 
 def generate(
-    step: Callable[[Tensor], Tensor],
-    tokens: Tensor,
-    max_new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    eos_id: int | None = None,
-    pad_id: int = 0,
+    step: Callable[[Tensor], Tensor], tokens: Tensor, max_new_tokens: int, *,
+    temperature: float = 1.0, top_k: int | None = None,
+    top_p: float | None = None, eos_id: int | None = None, pad_id: int = 0,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Append one :func:`sample` of ``step(tokens)`` at a time.
@@ -137,9 +128,7 @@ def generate(
             keep a cache between calls).
         tokens: the prompts, or start tokens, ``(B, T)``.
         max_new_tokens: the most tokens to add, ``>= 0``.
-        temperature: as :func:`sample`.
-        top_k: as :func:`sample`.
-        top_p: as :func:`sample`.
+        temperature, top_k, top_p: as :func:`sample`.
         eos_id: the token that ends a row, or ``None``.
         pad_id: the token after a row's end.
         generator: the random generator of the draws.
@@ -164,12 +153,8 @@ def generate(
 
 
 def beam_search(
-    step: Callable[[Tensor, Tensor], Tensor],
-    prefix: Tensor,
-    *,
-    beam_width: int,
-    max_new_tokens: int,
-    eos_id: int | None = None,
+    step: Callable[[Tensor, Tensor], Tensor], prefix: Tensor, *,
+    beam_width: int, max_new_tokens: int, eos_id: int | None = None,
     length_penalty: float = 0.0,
 ) -> list[tuple[Tensor, float]]:
     r"""Keep the ``beam_width`` likeliest hypotheses at each step.
@@ -203,14 +188,9 @@ def beam_search(
     totals = torch.zeros(1, dtype=torch.float64, device=prefix.device)
     ended: list[tuple[Tensor, float]] = []
     for _ in range(max_new_tokens):
-        log_probs = check_tensor("step(tokens, parents)", step(beams, parents),
-                                 ndim=2, floating=True)
+        log_probs = check_shape("step(tokens, parents)", step(beams, parents),
+                                (beams.shape[0], None), "(beams, V)")
         vocab_size = log_probs.shape[1]
-        if log_probs.shape[0] != beams.shape[0]:
-            raise ValueError(
-                f"step must return (beams, V) = ({beams.shape[0]}, V) "
-                f"log-probabilities, got shape {tuple(log_probs.shape)}"
-            )
         if eos >= vocab_size:
             raise ValueError(
                 f"eos_id={eos} is outside the vocabulary (V={vocab_size})"

@@ -11,11 +11,10 @@ from torch import Tensor, nn
 from ._checks import (
     check_bool,
     check_choice,
+    check_features,
     check_float_dtype,
     check_int,
     check_probability,
-    check_shape,
-    check_tensor,
 )
 
 __all__ = ["ACTIVATIONS", "FeedForward"]
@@ -43,7 +42,6 @@ class FeedForward(nn.Module):
         activation: ``"relu"``, ``"gelu"`` (exact, erf-based) or
             ``"swiglu"``.
         bias: whether the linear maps have biases.
-        device, dtype: of the parameters.
 
     Shape:
         x: ``(..., d_model)``; returns the same shape.
@@ -76,10 +74,7 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Transform each token of ``x`` alone."""
         if self.check_inputs:
-            check_tensor("x", x, floating=True)
-            check_shape("x", x, (*x.shape[:-1], self.d_model),
-                        f"(..., d_model={self.d_model})",
-                        like=self.up_proj.weight)
+            check_features("x", x, self.d_model, like=self.up_proj.weight)
         h = self.up_proj(x)  # (..., d_ff)
         if self.gate_proj is not None:
             h = F.silu(self.gate_proj(x)) * h

@@ -10,16 +10,15 @@ from torch import Tensor, nn
 
 from ._checks import (
     check_choice,
+    check_features,
     check_instance,
     check_int,
     check_probability,
     check_shape,
-    check_tensor,
 )
 
-__all__ = [
-    "IGNORE_INDEX", "ClassificationHead", "LMHead", "TokenClassificationHead",
-]
+__all__ = ["IGNORE_INDEX", "ClassificationHead", "LMHead",
+           "TokenClassificationHead"]
 
 #: The label of positions a loss skips (``F.cross_entropy``'s default).
 IGNORE_INDEX = -100
@@ -33,9 +32,7 @@ class _Head(nn.Module):
 
     def _check(self, x: Any, ndim: int | None = None) -> Tensor:
         if self.check_inputs:
-            check_tensor("x", x, ndim=ndim, floating=True)
-            check_shape("x", x, (*x.shape[:-1], self.d_model),
-                        f"(..., d_model={self.d_model})")
+            check_features("x", x, self.d_model, ndim=ndim)
         return x
 
 
@@ -56,9 +53,8 @@ def _token_mask(mask: Any, x: Tensor, pool: str) -> Tensor:
     # A value check, on a CPU only: on a GPU it would wait for the device.
     needed = mask[:, 0] if pool == "cls" else mask.any(dim=1)
     if mask.device.type == "cpu" and not bool(needed.all()):
-        what = "marks position 0 as padding" if pool == "cls" else (
-            "has a row with no real token"
-        )
+        what = ("marks position 0 as padding" if pool == "cls"
+                else "has a row with no real token")
         raise ValueError(f"padding_mask {what}, which pool={pool!r} reads")
     return mask
 
@@ -89,9 +85,8 @@ class ClassificationHead(_Head):
     def pooled(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """The pooled vector ``(B, d_model)`` that ``proj`` reads."""
         self._check(x, ndim=3)
-        mask = padding_mask
-        if mask is not None:
-            mask = _token_mask(mask, x, self.pool)
+        mask = None if padding_mask is None else _token_mask(
+            padding_mask, x, self.pool)
         if self.pool == "cls":
             return x[:, 0]
         if mask is None:

@@ -33,8 +33,8 @@ def causal_mask(
     ``j <= i + offset`` (``offset=0``: top left, as PyTorch's
     ``is_causal=True``); ``kv_len`` is ``q_len`` when ``None``."""
     q_len = check_int("q_len", q_len, minimum=0)
-    kv_len = q_len if kv_len is None else kv_len
-    kv_len = check_int("kv_len", kv_len, minimum=0)
+    kv_len = check_int("kv_len", q_len if kv_len is None else kv_len,
+                       minimum=0)
     offset = check_int("offset", offset, minimum=0)
     ones = torch.ones(q_len, kv_len, dtype=torch.bool, device=device)
     return torch.tril(ones, diagonal=offset)
@@ -68,9 +68,8 @@ def padding_mask(
     check_integer_tensor("lengths", lengths, "integers", ndim=1)
     longest = int(lengths.max())
     check_int("min(lengths)", int(lengths.min()), minimum=0)
-    max_len = check_int(
-        "max_len", longest if max_len is None else max_len, minimum=longest
-    )
+    max_len = check_int("max_len", longest if max_len is None else max_len,
+                        minimum=longest)
     positions = torch.arange(max_len, device=lengths.device)
     mask = positions < lengths[:, None]  # (B, max_len)
     return mask[:, None, None, :]  # (B, max_len) -> (B, 1, 1, max_len)

@@ -42,7 +42,7 @@ class NGramLM:
 
     def __init__(
         self, n: int, vocab_size: int, *,
-        smoothing: Literal["witten_bell", "add_k"] = "witten_bell",
+        smoothing: Smoothing = "witten_bell",
         k: float = 1.0,
     ) -> None:
         self.n = check_int("n", n)
@@ -87,23 +87,16 @@ class NGramLM:
         return self
 
     def with_options(
-        self, *, n: int | None = None,
-        smoothing: Literal["witten_bell", "add_k"] | None = None,
-        k: float | None = None,
+        self, *, n: int | None = None, smoothing: Smoothing | None = None
     ) -> NGramLM:
         """A model of order ``n <= self.n`` or another smoothing that shares
         these counts (refitting one changes the other)."""
         n = self._fitted_order("n", n)
-        other = NGramLM(n, self.vocab_size, k=self.k if k is None else k,
+        other = NGramLM(n, self.vocab_size, k=self.k,
                         smoothing=smoothing or self.smoothing)
         other._followers = self._followers[:n]
         other._totals = self._totals[:n]
         return other
-
-    @property
-    def is_fitted(self) -> bool:
-        """Whether :meth:`fit` has run."""
-        return bool(self._followers)
 
     def num_ngrams(self, order: int | None = None) -> int:
         """Number of distinct n-grams of ``order`` (``n`` by default)."""

@@ -10,11 +10,10 @@ from torch import Tensor, nn
 
 from ._checks import (
     check_bool,
+    check_features,
     check_float_dtype,
     check_int,
     check_number,
-    check_shape,
-    check_tensor,
     check_twin,
 )
 
@@ -40,7 +39,6 @@ class LayerNorm(nn.Module):
         d_model: number of features normalised.
         eps: added to the variance.
         bias: whether to learn :math:`\beta`.
-        device, dtype: of the parameters.
 
     Shape:
         x: ``(..., d_model)``; returns the same shape.
@@ -71,11 +69,10 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalise each token of ``x`` over its last dimension."""
         if self.check_inputs:
-            _check_features(x, self.d_model, self.weight)
+            check_features("x", x, self.d_model, like=self.weight)
         if self.fused:
-            return F.layer_norm(
-                x, (self.d_model,), self.weight, self.bias, self.eps
-            )
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias,
+                                self.eps)
         centred = x - x.mean(dim=-1, keepdim=True)  # (..., d_model)
         # The biased variance as the mean square of the centred values
         # (three times faster on a CPU than x.var over a short last dim).
@@ -103,7 +100,6 @@ class RMSNorm(nn.Module):
         d_model: number of features normalised.
         eps: added to the mean square; ``None`` takes the input dtype's
             machine epsilon, as PyTorch does.
-        device, dtype: of the parameters.
 
     Shape:
         x: ``(..., d_model)``; returns the same shape.
@@ -121,10 +117,9 @@ class RMSNorm(nn.Module):
         if eps is not None:
             eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
         self.eps = eps
-        dtype = check_float_dtype("dtype", dtype)
-        self.weight = nn.Parameter(
-            torch.ones(d_model, device=device, dtype=dtype)
-        )
+        factory: dict[str, Any] = {"device": device,
+                                   "dtype": check_float_dtype("dtype", dtype)}
+        self.weight = nn.Parameter(torch.ones(d_model, **factory))
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
@@ -132,7 +127,7 @@ class RMSNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Divide each token of ``x`` by its root mean square."""
         if self.check_inputs:
-            _check_features(x, self.d_model)
+            check_features("x", x, self.d_model)
         eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + eps) * self.weight
@@ -141,13 +136,6 @@ class RMSNorm(nn.Module):
     def from_torch(cls, module: nn.RMSNorm) -> RMSNorm:
         """Copy an ``nn.RMSNorm`` over one dimension, ``eps`` included."""
         return _copy_norm(cls, module, nn.RMSNorm)
-
-
-def _check_features(x: Tensor, d_model: int, like: Tensor | None = None
-                    ) -> None:
-    check_tensor("x", x, floating=True)
-    shape = (*x.shape[:-1], d_model)
-    check_shape("x", x, shape, f"(..., d_model={d_model})", like=like)
 
 
 def _copy_norm(cls: type[_Norm], module: Any, twin: type) -> _Norm:

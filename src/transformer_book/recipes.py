@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
+import itertools
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -115,8 +115,8 @@ class Recipe:
             ``lr``, ``betas``, ``weight_decay``, ``warmup``, ...).
         config: the model's config.
         tokenizer: the tokenizer (the target's for translation), or None.
-        draw: ``draw(generator)`` yields ``sizes["steps"]`` training
-            batches as drawn (on the CPU); :meth:`batches` readies them.
+        draw: ``draw(generator)`` yields training batches as drawn (on
+            the CPU); :meth:`batches` takes ``sizes["steps"]`` of them.
         loss: ``loss(model, batch)``, the mean loss of a batch.
         weight: what the mean loss of a batch from ``take`` averages over
             (the targets counted), to combine micro-batches' losses.
@@ -155,11 +155,12 @@ class Recipe:
         return AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
                      weight_decay=s["weight_decay"], fused=s.get("fused"))
 
-    def batches(
-        self, generator: torch.Generator, device: torch.device | None = None
-    ) -> Iterator[Any]:
-        """The training batches; with a ``device``, ready for :attr:`loss`."""
-        for batch in self.draw(generator):
+    def batches(self, generator: torch.Generator,
+                device: torch.device | None = None) -> Iterator[Any]:
+        """``sizes["steps"]`` training batches; with a ``device``, ready
+        for :attr:`loss`."""
+        steps = self.sizes["steps"]
+        for batch in itertools.islice(self.draw(generator), steps):
             yield batch if device is None else self.take(
                 batch, slice(None), device)
 
@@ -242,7 +243,7 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     valid_y = valid_ids[1 : count * T + 1].view(count, T)  # (N, T)
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
-        for _ in range(sizes["steps"]):
+        while True:
             yield data.random_windows(train_ids, T, B, generator)
 
     def loss(model: nn.Module, batch: Any) -> Tensor:
@@ -380,13 +381,10 @@ def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
                              targets.to(device)[chosen])
 
     def batches(generator: torch.Generator) -> Iterator[Tensor]:
-        size, done = sizes["batch_size"], 0
-        while True:
+        size = sizes["batch_size"]
+        while True:  # epochs of shuffled windows
             order = torch.randperm(len(windows), generator=generator)
             for i in range(0, len(order) - size + 1, size):
-                if done == sizes["steps"]:
-                    return
-                done += 1
                 yield windows[order[i : i + size]]
 
     def evaluate(model: nn.Module) -> dict[str, float]:
@@ -400,8 +398,9 @@ def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         take=lambda batch, rows, device: batch[rows],
         tokens=lambda batch: batch.numel(), evaluate=evaluate,
         fingerprint=_fingerprint(corpus.encode()),
-        extras={"windows": windows, "mask_generator": mask_generator,
-                "mask_id": mask_id, "test_idx": test_idx},
+        extras={"corpus": corpus, "stream": stream, "windows": windows,
+                "mask_generator": mask_generator, "mask_id": mask_id,
+                "test_idx": test_idx},
     )
 
 
@@ -420,14 +419,9 @@ def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     B = sizes["batch_size"]
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
-        epochs = math.ceil(sizes["steps"] / math.ceil(len(train_x) / B))
-        done = 0
-        for _ in range(epochs):
+        while True:  # epochs of shuffled images
             order = torch.randperm(len(train_x), generator=generator)
             for start in range(0, len(train_x), B):
-                if done == sizes["steps"]:
-                    return
-                done += 1
                 index = order[start : start + B]
                 yield (data.random_shift(train_x[index], sizes["max_shift"],
                                          generator), train_y[index])

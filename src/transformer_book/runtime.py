@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,16 +12,8 @@ import torch
 
 from ._checks import check_int
 
-__all__ = [
-    "MAX_SEED",
-    "Timer",
-    "benchmark",
-    "compare",
-    "device",
-    "seed_everything",
-    "synchronize",
-    "timed",
-]
+__all__ = ["MAX_SEED", "Timer", "benchmark", "compare", "device",
+           "seed_everything", "synchronize", "timed"]
 
 #: The largest seed :func:`seed_everything` accepts: NumPy's legacy
 #: generator takes seeds below 2**32 (PyTorch's go up to 2**64 - 1).
@@ -33,27 +24,20 @@ def device() -> torch.device:
     """Return the best available device: CUDA, then Apple MPS, then CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
+    if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
 
 
 def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python's, NumPy's and PyTorch's random number generators.
-
-    Args:
-        seed: in ``0 .. MAX_SEED``, checked before any generator is seeded.
-
-    Returns:
-        A fresh CPU ``torch.Generator`` seeded with ``seed``.
-    """
+    """Seed Python's, NumPy's and PyTorch's generators with ``seed`` (in
+    ``0 .. MAX_SEED``, checked first); return a fresh CPU generator seeded
+    with it too."""
     seed = check_int("seed", seed, minimum=0)
     if seed > MAX_SEED:
         raise ValueError(
             f"seed={seed} must be at most MAX_SEED = 2**32 - 1, the largest "
-            "seed NumPy accepts"
-        )
+            "seed NumPy accepts")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -61,11 +45,8 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
-    """Wait for queued work on ``device`` to finish (CUDA or MPS).
-
-    Args:
-        device: the device; ``None`` waits for every CUDA device.
-    """
+    """Wait for queued work on ``device`` (CUDA or MPS) to finish;
+    ``None`` waits for CUDA."""
     kind = torch.device(device).type if device is not None else None
     if kind in (None, "cuda") and torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -79,12 +60,6 @@ class Timer:
 
     The device is synchronised before the clock starts and before it is
     read, so queued GPU kernels count in the block that launched them.
-
-    Example:
-        >>> with Timer("cpu") as t:
-        ...     total = sum(range(1000))
-        >>> t.seconds >= 0.0
-        True
     """
 
     device: torch.device | str | None = None
@@ -101,34 +76,23 @@ class Timer:
         self.seconds = time.perf_counter() - self._start
 
 
-@contextmanager
-def timed(device: torch.device | str | None = None) -> Iterator[Timer]:
-    """Time a ``with`` block: ``with timed(device) as t: ...; t.seconds``."""
-    with Timer(device) as t:
-        yield t
+#: Time a ``with`` block: ``with timed(device) as t: ...; t.seconds``.
+timed = Timer
 
 
 def benchmark(
-    fn: Callable[[], object],
-    *,
-    repeats: int = 5,
-    warmup: int = 1,
+    fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
     device: torch.device | str | None = None,
 ) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` calls.
-
-    Args: as :func:`compare`'s, for the one callable ``fn``.
-    """
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` calls; the
+    arguments as :func:`compare`'s."""
     return compare({"fn": fn}, repeats=repeats, warmup=warmup,
                    device=device)["fn"]
 
 
 def compare(
-    fns: Mapping[str, Callable[[], object]],
-    *,
-    repeats: int = 5,
-    warmup: int = 1,
-    device: torch.device | str | None = None,
+    fns: Mapping[str, Callable[[], object]], *, repeats: int = 5,
+    warmup: int = 1, device: torch.device | str | None = None,
 ) -> dict[str, float]:
     """Median wall-clock seconds of each callable, their calls interleaved.
 
@@ -138,8 +102,7 @@ def compare(
 
     Args:
         fns: names and callables with no arguments.
-        repeats: timed rounds, at least 1.
-        warmup: untimed rounds made first.
+        repeats, warmup: timed rounds (at least 1), untimed rounds first.
         device: the device to synchronise.
 
     Example:
@@ -153,8 +116,7 @@ def compare(
     for name, fn in fns.items():
         if not callable(fn):
             raise TypeError(
-                f"fns[{name!r}] must be callable, got {type(fn).__name__}"
-            )
+                f"fns[{name!r}] must be callable, got {type(fn).__name__}")
     repeats = check_int("repeats", repeats)
     warmup = check_int("warmup", warmup, minimum=0)
     names = list(fns)

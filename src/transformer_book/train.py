@@ -83,9 +83,8 @@ class UsageError(Exception):
 # --------------------------------------------------------------------------
 
 
-def _number(
-    kind: type, ok: Callable[[Any], bool], expected: str
-) -> Callable[[str], Any]:
+def _number(kind: type, ok: Callable[[Any], bool],
+            expected: str) -> Callable[[str], Any]:
     """An argparse type: ``kind(text)``, refused unless ``ok``."""
     def parse(text: str) -> Any:
         value = kind(text)
@@ -99,8 +98,8 @@ def _number(
 
 
 _positive_int = _number(int, lambda v: v >= 1, "at least 1")
-_positive_float = _number(
-    float, lambda v: math.isfinite(v) and v > 0, "above 0")
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0,
+                          "above 0")
 _probability = _number(float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
 _seed = _number(int, lambda v: 0 <= v <= runtime.MAX_SEED,
                 "0 <= seed < 2**32")
@@ -108,24 +107,22 @@ _seed = _number(int, lambda v: 0 <= v <= runtime.MAX_SEED,
 
 def _device(text: str) -> torch.device:
     """A device this machine has: ``cpu``, ``cuda[:N]`` or ``mps``."""
-    usable = {
-        "cpu": lambda index: True,
-        "cuda": lambda index: torch.cuda.is_available()
-        and (index or 0) < torch.cuda.device_count(),
-        "mps": lambda index: torch.backends.mps.is_available(),
-    }
     try:
         device = torch.device(text)
     except RuntimeError:
         device = torch.device("meta")  # not a device: refused below
+    usable = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available()
+        and (device.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }
     if device.type not in usable:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a device: expected cpu, cuda, cuda:N or mps"
-        )
-    if not usable[device.type](device.index):
+            f"{text!r} is not a device: expected cpu, cuda, cuda:N or mps")
+    if not usable[device.type]:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not available on this machine"
-        )
+            f"{text!r} is not available on this machine")
     return device
 
 
@@ -133,13 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (``python -m transformer_book.train``)."""
     parser = argparse.ArgumentParser(
         prog="python -m transformer_book.train",
-        description=(
-            "Train one of the book's models, on one process or, under "
-            "torchrun, data parallel on several."
-        ),
-    )
-    parser.add_argument("task", choices=TASKS, help="the model to train")
+        description="Train one of the book's models, on one process or, "
+        "under torchrun, data parallel on several.")
     add = parser.add_argument
+    add("task", choices=TASKS, help="the model to train")
     add("--data", help=(
         "gpt: 'python-docs' (embedded), 'tiny-shakespeare' or a text file; "
         "translate: 'numbers'; vit: 'mnist-5k' or 'fashion-mnist' "
@@ -172,19 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--progress", action=argparse.BooleanOptionalAction, default=None,
         help="tqdm progress on rank 0 (default: when stderr is a terminal)")
     sizes = parser.add_argument_group("model sizes (default: the preset's)")
-    sizes.add_argument("--d-model", type=_positive_int)
-    sizes.add_argument("--num-heads", type=_positive_int)
-    sizes.add_argument("--num-layers", type=_positive_int)
-    sizes.add_argument("--d-ff", type=_positive_int)
+    for flag in ("--d-model", "--num-heads", "--num-layers", "--d-ff"):
+        sizes.add_argument(flag, type=_positive_int)
     sizes.add_argument("--block-size", type=_positive_int,
                        help="gpt: the context in characters")
     sizes.add_argument("--patch-size", type=_positive_int, help="vit")
     return parser
 
 
-def _options(
-    parser: argparse.ArgumentParser, argv: Sequence[str] | None
-) -> argparse.Namespace:
+def _options(parser: argparse.ArgumentParser,
+             argv: Sequence[str] | None) -> argparse.Namespace:
     """Parsed and checked options; the recipe's sizes fill the rest.
 
     Every check that needs no data and no process group is here; each
@@ -240,9 +231,8 @@ def _read_text(parser: argparse.ArgumentParser, path: str) -> str:
         parser.error(f"--data {path} cannot be read as UTF-8 text: {error}")
 
 
-def _check_out(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> None:
+def _check_out(parser: argparse.ArgumentParser,
+               args: argparse.Namespace) -> None:
     """``--out`` is a folder, created when missing, that takes a file."""
     out = args.out
     if out.exists() and not out.is_dir():
@@ -274,45 +264,30 @@ def _setup_distributed(args: argparse.Namespace) -> _Dist:
     """Join the process group when a launcher set ``RANK``/``WORLD_SIZE``."""
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    if args.device is not None:
-        device = args.device
-    elif launched and torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        device = runtime.device()
+    device = runtime.device() if args.device is None else args.device
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", local_rank)  # one GPU per process
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not launched:
         return _Dist(device=device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    torch.distributed.init_process_group(backend)
-    return _Dist(
-        rank=torch.distributed.get_rank(),
-        world_size=torch.distributed.get_world_size(),
-        device=device,
-        initialized=True,
-    )
+    torch.distributed.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo")
+    return _Dist(torch.distributed.get_rank(),
+                 torch.distributed.get_world_size(), device, initialized=True)
 
 
-def _shard(
-    rows: int, dist: _Dist, accumulate: int
-) -> list[slice]:
+def _shard(rows: int, dist: _Dist, accumulate: int) -> list[slice]:
     """This rank's micro-batches of a global batch of ``rows`` rows."""
     parts = dist.world_size * accumulate
     if rows % parts:
         raise UsageError(
             f"--batch-size={rows} must be divisible by the number of "
             f"processes times --accumulate ({dist.world_size} x "
-            f"{accumulate} = {parts})"
-        )
-    size = rows // parts
-    first = dist.rank * accumulate
-    return [
-        slice((first + i) * size, (first + i + 1) * size)
-        for i in range(accumulate)
-    ]
+            f"{accumulate} = {parts})")
+    size, first = rows // parts, dist.rank * accumulate
+    return [slice((first + i) * size, (first + i + 1) * size)
+            for i in range(accumulate)]
 
 
 def _recipe(args: argparse.Namespace) -> recipes.Recipe:
@@ -339,65 +314,40 @@ def _recipe(args: argparse.Namespace) -> recipes.Recipe:
         ) from error
 
 
-def _extra(recipe: recipes.Recipe) -> dict[str, Any]:
-    """What the checkpoint keeps to check a resume: config and data."""
-    config = recipe.config
-    to_dict = getattr(config, "to_dict", None)
-    return {
-        "config": to_dict() if callable(to_dict) else dataclasses.asdict(
-            config),
-        "data": recipe.fingerprint,
-    }
-
-
-def _check_resume(
-    args: argparse.Namespace,
-    resume: dict[str, Any],
-    extra: dict[str, Any],
-    checkpoint: Path,
-) -> None:
-    """The checkpoint continues this run: same config, data, fewer steps."""
-    saved = resume.get("extra")
-    saved = saved if isinstance(saved, dict) else {}
-    old = saved.get("config")
-    old = old if isinstance(old, dict) else {}
-    changed = ", ".join(
-        f"{key}={old.get(key)!r} there, {value!r} here"
-        for key, value in extra["config"].items() if old.get(key) != value
-    )
-    stop, flag = (args.until, "--until") if args.until else (
-        args.steps, "--steps"
-    )
-    if changed:
-        problem = f"{checkpoint} holds a different config ({changed})"
-    elif saved.get("data", extra["data"]) != extra["data"]:
-        problem = (
-            f"--data {args.data} is not the data {checkpoint} was trained "
-            "on; resume with the run's own --data"
-        )
-    elif stop < resume["step"]:
-        problem = (
-            f"{flag}={stop} is below the checkpoint's step "
-            f"{resume['step']} ({checkpoint})"
-        )
-    else:
-        return
-    raise UsageError(f"--resume: {problem}")
-
-
 def _resume(
     args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
     optimizer: torch.optim.Optimizer, scheduler: Any, checkpoint: Path,
-    device: torch.device,
+    device: torch.device, extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """Load and check the checkpoint; the schedule spans this --steps."""
+    """Load the checkpoint and check that it continues this run (same
+    config and data, no more steps than this one); its schedule spans
+    this --steps."""
     try:
         state = load_checkpoint(checkpoint, model=model, optimizer=optimizer,
                                 scheduler=scheduler, map_location=device)
     except (ValueError, OSError) as error:
         where = "" if str(checkpoint) in str(error) else f" {checkpoint}"
         raise UsageError(f"--resume{where}: {error}") from error
-    _check_resume(args, state, _extra(recipe), checkpoint)
+    saved = state.get("extra")
+    saved = saved if isinstance(saved, dict) else {}
+    old = saved.get("config")
+    old = old if isinstance(old, dict) else {}
+    changed = ", ".join(
+        f"{key}={old.get(key)!r} there, {value!r} here"
+        for key, value in extra["config"].items() if old.get(key) != value)
+    stop, flag = ((args.until, "--until") if args.until
+                  else (args.steps, "--steps"))
+    problems = [
+        (changed, f"{checkpoint} holds a different config ({changed})"),
+        (saved.get("data", extra["data"]) != extra["data"],
+         f"--data {args.data} is not the data {checkpoint} was trained on; "
+         "resume with the run's own --data"),
+        (stop < state["step"], f"{flag}={stop} is below the checkpoint's "
+         f"step {state['step']} ({checkpoint})"),
+    ]
+    for bad, problem in problems:
+        if bad:
+            raise UsageError(f"--resume: {problem}")
     # A longer run may continue a shorter one: its own schedule.
     schedule = training.WarmupCosine(warmup_steps=recipe.warmup_steps,
                                      total_steps=args.steps)
@@ -408,10 +358,8 @@ def _resume(
     return state
 
 
-def _batches(
-    recipe: recipes.Recipe, dist: _Dist, accumulate: int,
-    generator: torch.Generator,
-) -> Callable[[int], Iterator[Any]]:
+def _batches(recipe: recipes.Recipe, dist: _Dist, accumulate: int,
+             generator: torch.Generator) -> Callable[[int], Iterator[Any]]:
     """Each step's global batch, cut into this rank's micro-batches.
 
     Every rank draws the whole global batch from the same generator. A
@@ -446,18 +394,20 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     optimizer = recipe.optimizer(model)
     scheduler = recipe.scheduler(optimizer)
     checkpoint = None if args.out is None else args.out / f"{args.task}.pt"
+    # What the checkpoint keeps to check a resume: config and data.
+    extra = {"config": dataclasses.asdict(recipe.config),
+             "data": recipe.fingerprint}
     resume = None
     if args.resume:
         assert checkpoint is not None
         resume = _resume(args, recipe, model, optimizer, scheduler,
-                         checkpoint, dist.device)
+                         checkpoint, dist.device, extra)
     wrapped: nn.Module = model
-    if dist.initialized:
+    if dist.initialized:  # buffers are constants here: no need to sync
         wrapped = nn.parallel.DistributedDataParallel(
             model, device_ids=[dist.device.index]
             if dist.device.type == "cuda" else None,
-            forward_sync_buffers=False,  # buffers are constants here
-        )
+            forward_sync_buffers=False)
     generator = torch.Generator().manual_seed(args.seed)
 
     def tokens(micro: Any) -> int:  # of the global batch
@@ -470,15 +420,13 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
         _batches(recipe, dist, args.accumulate, generator), optimizer,
         max_steps=args.until or args.steps, scheduler=scheduler,
         clip_grad_norm=recipe.sizes["clip_grad_norm"], model=wrapped,
-        checkpoint=checkpoint,
-        checkpoint_every=args.checkpoint_every, resume=resume,
-        generators=[generator], progress=args.progress,
-        description=args.task, tokens_per_batch=tokens,
-        extra=_extra(recipe), accumulate=args.accumulate,
+        checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+        resume=resume, generators=[generator], progress=args.progress,
+        description=args.task, tokens_per_batch=tokens, extra=extra,
+        accumulate=args.accumulate,
         tokenizer=None if checkpoint is None else recipe.tokenizer,
         eval_fn=(lambda: recipe.evaluate(model)) if args.eval_every
-        else None, eval_every=args.eval_every,
-    )
+        else None, eval_every=args.eval_every)
     seconds = time.perf_counter() - started
     model.eval()
     with torch.no_grad():
@@ -486,19 +434,14 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     if dist.rank == 0 and args.out is not None:
         _save_outputs(args, recipe, history)
     rates = history.metrics.get("tokens_per_s", [])
-    return {
-        "step": history.steps[-1],
-        "loss": history.losses[-1],
-        "val_loss": val,
-        "world_size": dist.world_size,
-        "seconds": seconds,
-        "tokens_per_s": sum(rates) / len(rates) if rates else 0.0,
-    }
+    return {"step": history.steps[-1], "loss": history.losses[-1],
+            "val_loss": val, "world_size": dist.world_size,
+            "seconds": seconds,
+            "tokens_per_s": sum(rates) / len(rates) if rates else 0.0}
 
 
-def _save_outputs(
-    args: argparse.Namespace, recipe: recipes.Recipe, history: Any
-) -> None:
+def _save_outputs(args: argparse.Namespace, recipe: recipes.Recipe,
+                  history: Any) -> None:
     """The history, and the source tokenizer of a translation."""
     atomic_write_bytes(args.out / "history.json",
                        json.dumps(history.to_dict()).encode("utf-8"))
@@ -536,15 +479,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if dist.rank == 0:
             checkpoint = args.out / f"{args.task}.pt"
-            kept = (
-                f"the last good checkpoint is {checkpoint}"
-                if checkpoint.is_file() else "no checkpoint was saved"
-            )
-            print(
-                f"{parser.prog}: error: writing to --out {args.out} failed "
-                f"({' '.join(str(error).split())}); {kept}",
-                file=sys.stderr,
-            )
+            kept = (f"the last good checkpoint is {checkpoint}"
+                    if checkpoint.is_file() else "no checkpoint was saved")
+            print(f"{parser.prog}: error: writing to --out {args.out} failed"
+                  f" ({' '.join(str(error).split())}); {kept}",
+                  file=sys.stderr)
         return 1
     finally:
         if dist.initialized:

@@ -62,15 +62,8 @@ from .checkpoint import (
     tokenizer_path,
 )
 
-__all__ = [
-    "History",
-    "WarmupCosine",
-    "accuracy",
-    "count_parameters",
-    "cross_entropy",
-    "fit",
-    "warmup_cosine",
-]
+__all__ = ["History", "WarmupCosine", "accuracy", "count_parameters",
+           "cross_entropy", "fit", "warmup_cosine"]
 
 #: What a step function returns: the loss, or the loss and its metrics.
 StepOutput = Tensor | tuple[Tensor, Mapping[str, Any]]
@@ -79,20 +72,13 @@ StepOutput = Tensor | tuple[Tensor, Mapping[str, Any]]
 def count_parameters(module: nn.Module, *, trainable_only: bool = True) -> int:
     """The number of parameters of ``module`` (a tied one counted once)."""
     expect("module", module, isinstance(module, nn.Module), "an nn.Module")
-    return sum(
-        p.numel()
-        for p in module.parameters()
-        if p.requires_grad or not trainable_only
-    )
+    return sum(p.numel() for p in module.parameters()
+               if p.requires_grad or not trainable_only)
 
 
-def cross_entropy(
-    logits: Tensor,
-    targets: Tensor,
-    *,
-    label_smoothing: float = 0.0,
-    ignore_index: int = -100,
-) -> Tensor:
+def cross_entropy(logits: Tensor, targets: Tensor, *,
+                  label_smoothing: float = 0.0,
+                  ignore_index: int = -100) -> Tensor:
     """Mean cross-entropy over every position, any batch shape.
 
     With label smoothing :math:`\\varepsilon` the target puts
@@ -117,27 +103,21 @@ def cross_entropy(
     check_tensor("logits", logits, floating=True)
     check_integer_tensor("targets", targets, "class indices (integers)")
     if logits.ndim < 2 or logits.shape[:-1] != targets.shape:
-        raise ValueError(
-            "logits must have shape targets.shape + (V,), got logits "
-            f"{tuple(logits.shape)} and targets {tuple(targets.shape)}"
-        )
-    label_smoothing = check_number(
-        "label_smoothing", label_smoothing, minimum=0.0, maximum=1.0,
-        max_inclusive=False,
-    )
+        raise ValueError("logits must have shape targets.shape + (V,), got "
+                         f"logits {tuple(logits.shape)} and targets "
+                         f"{tuple(targets.shape)}")
+    label_smoothing = check_number("label_smoothing", label_smoothing,
+                                   minimum=0.0, maximum=1.0,
+                                   max_inclusive=False)
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),  # (..., V) -> (N, V)
         targets.reshape(-1).long(),  # (...) -> (N,)
-        ignore_index=ignore_index,
-        label_smoothing=label_smoothing,
-    )
+        ignore_index=ignore_index, label_smoothing=label_smoothing)
 
 
 @torch.no_grad()
-def accuracy(
-    model: nn.Module, inputs: Tensor, targets: Tensor, *,
-    batch_size: int = 1000,
-) -> float:
+def accuracy(model: nn.Module, inputs: Tensor, targets: Tensor, *,
+             batch_size: int = 1000) -> float:
     """The fraction of ``inputs`` whose highest-scoring class is the target.
 
     ``model`` runs in eval mode on chunks of ``batch_size``; its mode is
@@ -177,31 +157,22 @@ class WarmupCosine:
         self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
         self.total_steps = check_int("total_steps", total_steps)
         if self.warmup_steps >= self.total_steps:
-            raise ValueError(
-                f"warmup_steps={self.warmup_steps} must be less than "
-                f"total_steps={self.total_steps}"
-            )
-        self.min_lr_ratio = check_number(
-            "min_lr_ratio", min_lr_ratio, minimum=0.0, maximum=1.0
-        )
+            raise ValueError(f"warmup_steps={self.warmup_steps} must be "
+                             f"less than total_steps={self.total_steps}")
+        self.min_lr_ratio = check_number("min_lr_ratio", min_lr_ratio,
+                                         minimum=0.0, maximum=1.0)
 
     def __call__(self, step: int) -> float:
         if step < self.warmup_steps:
             return (step + 1) / (self.warmup_steps + 1)
-        progress = (step - self.warmup_steps) / (
-            self.total_steps - self.warmup_steps
-        )
+        W, T = self.warmup_steps, self.total_steps
+        progress = (step - W) / (T - W)
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine
 
 
-def warmup_cosine(
-    optimizer: Optimizer,
-    *,
-    warmup_steps: int,
-    total_steps: int,
-    min_lr_ratio: float = 0.0,
-) -> LambdaLR:
+def warmup_cosine(optimizer: Optimizer, *, warmup_steps: int,
+                  total_steps: int, min_lr_ratio: float = 0.0) -> LambdaLR:
     """A ``LambdaLR`` whose factor is :class:`WarmupCosine`'s.
 
     Example:
@@ -254,9 +225,8 @@ class History:
         """Rebuild a history from :meth:`to_dict`'s output."""
         return cls(**copy.deepcopy(dict(data)))
 
-    def _record(
-        self, step: int, loss: float, lr: float, metrics: Mapping[str, float]
-    ) -> None:
+    def _record(self, step: int, loss: float, lr: float,
+                metrics: Mapping[str, float]) -> None:
         self.steps.append(step)
         self.losses.append(loss)
         self.lrs.append(lr)
@@ -267,9 +237,8 @@ class History:
         _append_aligned(self.eval_metrics, results, len(self.eval_steps))
 
 
-def _append_aligned(
-    table: dict[str, list[float]], values: Mapping[str, float], length: int
-) -> None:
+def _append_aligned(table: dict[str, list[float]],
+                    values: Mapping[str, float], length: int) -> None:
     """Append ``values`` to ``table``'s lists, padding gaps with NaN."""
     for name, value in values.items():
         table.setdefault(name, [math.nan] * (length - 1)).append(value)
@@ -330,24 +299,16 @@ def _distributed() -> tuple[int, int]:
     return 0, 1
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    """The module inside a ``DistributedDataParallel`` (or ``model``)."""
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        return model.module
-    return model
-
-
 def _find_generators(batches: Any, extra: Iterable[Any]) -> list[Any]:
     """The generators that shuffle a ``DataLoader``, then ``extra``."""
     found: list[Any] = [getattr(batches, "generator", None)]
     for owner in (batches, getattr(batches, "batch_sampler", None)):
         found.append(getattr(getattr(owner, "sampler", None), "generator",
                              None))
-    unique: list[torch.Generator] = []
-    for g in found + check_generators(list(extra)):
-        if isinstance(g, torch.Generator) and all(g is not u for u in unique):
-            unique.append(g)
-    return unique
+    found += check_generators(list(extra))
+    # Each generator once, in the order found.
+    unique = {id(g): g for g in found if isinstance(g, torch.Generator)}
+    return list(unique.values())
 
 
 # Marks an exhausted iterator in next(iterator, _END).
@@ -425,10 +386,7 @@ class _Loop:
             if missing:
                 raise ValueError(message)
         self.generators = _find_generators(self.batches, self.generators)
-        self._prepare_extra()
-
-    def _prepare_extra(self) -> None:
-        """The config saved in checkpoints, by default the model's."""
+        # The config saved in checkpoints, by default the model's.
         to_dict = getattr(getattr(self.saved_model, "config", None),
                           "to_dict", None)
         if self.extra is None and callable(to_dict):
@@ -440,7 +398,10 @@ class _Loop:
 
     @property
     def saved_model(self) -> nn.Module | None:
-        return None if self.model is None else _unwrap(self.model)
+        """The model to save: the one inside a DDP wrapper, if any."""
+        if isinstance(self.model, nn.parallel.DistributedDataParallel):
+            return self.model.module
+        return self.model
 
     def stopped(self) -> bool:
         return self.max_steps is not None and self.at.step >= self.max_steps
@@ -472,13 +433,12 @@ class _Loop:
             if self.tokenizer is not None and at.saved == (-1, -1):
                 self.tokenizer.save(tokenizer_path(self.checkpoint))
             save_checkpoint(
-                self.checkpoint, model=model,
-                optimizer=self.optimizer, scheduler=self.scheduler,
-                step=at.step, epoch=at.epoch, history=self.history,
-                extra=self.extra, generators=self.generators,
-                loop={"batch_in_epoch": at.batch_in_epoch,
-                      "epoch_rng": at.epoch_rng},
-            )
+                self.checkpoint, model=model, optimizer=self.optimizer,
+                scheduler=self.scheduler, step=at.step, epoch=at.epoch,
+                history=self.history, extra=self.extra,
+                generators=self.generators, loop={
+                    "batch_in_epoch": at.batch_in_epoch,
+                    "epoch_rng": at.epoch_rng})
         at.saved = (at.step, at.epoch)
 
     def evaluate(self) -> None:
@@ -615,7 +575,7 @@ def _mean_over_ranks(
     losses: list[Tensor], metrics: list[dict[str, float]]
 ) -> tuple[float, dict[str, float]]:
     """The mean loss and metrics over micro-batches and processes."""
-    loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+    loss = torch.stack(losses).mean()
     mean = {name: sum(m.get(name, math.nan) for m in metrics) / len(metrics)
             for name in metrics[0]}
     _, world_size = _distributed()
@@ -632,26 +592,19 @@ def _mean_over_ranks(
 def fit(
     step: Callable[[Any], StepOutput],
     batches: Iterable[Any] | Callable[[int], Iterable[Any]],
-    optimizer: Optimizer,
-    *,
-    epochs: int | None = None,
-    max_steps: int | None = None,
-    scheduler: Any = None,
+    optimizer: Optimizer, *, epochs: int | None = None,
+    max_steps: int | None = None, scheduler: Any = None,
     clip_grad_norm: float | None = None,
-    eval_fn: Callable[[], Any] | None = None,
-    eval_every: int | None = None,
+    eval_fn: Callable[[], Any] | None = None, eval_every: int | None = None,
     model: nn.Module | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_every: int | None = None,
     resume: Mapping[str, Any] | None = None,
     generators: Iterable[torch.Generator] = (),
-    progress: bool | None = None,
-    description: str = "train",
+    progress: bool | None = None, description: str = "train",
     autocast: bool | None = None,
     tokens_per_batch: int | Callable[[Any], int] | None = None,
-    extra: Any = None,
-    tokenizer: Any = None,
-    accumulate: int = 1,
+    extra: Any = None, tokenizer: Any = None, accumulate: int = 1,
 ) -> History:
     """Train with ``step`` over ``batches``; return the :class:`History`.
 
@@ -706,10 +659,9 @@ def fit(
     )
     if resume is not None:
         loop.resume(resume)
-    total = max_steps
+    total: float | None = max_steps
     if not callable(batches) and isinstance(batches, Sized) and loop.epochs:
-        total = min(loop.epochs * len(batches), max_steps or len(batches)
-                    * loop.epochs)
+        total = min(loop.epochs * len(batches), max_steps or math.inf)
     if model is not None:
         model.train()
     disable = None if progress is None else not progress
@@ -718,7 +670,7 @@ def fit(
         while not loop.stopped() and (
                 loop.epochs is None or loop.at.epoch < loop.epochs):
             loop.run_epoch(bar)
-    if checkpoint is not None and loop.at.saved != (loop.at.step,
-                                                    loop.at.epoch):
+    at = loop.at
+    if checkpoint is not None and at.saved != (at.step, at.epoch):
         loop.save()
     return loop.history

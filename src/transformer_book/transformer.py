@@ -1,9 +1,5 @@
-"""The transformer's layers and stacks, built from one :class:`Residual`.
-
-The twins of ``torch/nn/modules/transformer.py``: each ``from_torch``
-copies its PyTorch twin into a batch-first module computing the same
-function.
-"""
+"""The transformer's layers and stacks, built from one :class:`Residual`;
+``from_torch`` copies each twin of ``torch/nn/modules/transformer.py``."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ from ._checks import (
     check_twin,
     skip_inner_checks,
 )
-from .attention import KVCache, MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention, check_cache
 from .feedforward import FeedForward
 from .norm import LayerNorm
 from .positional import RotaryEmbedding
@@ -58,6 +54,10 @@ class Residual(nn.Module):
             return x + self.dropout(self.sublayer(self.norm(x), *args,
                                                   **kwargs))
         return self.norm(x + self.dropout(self.sublayer(x, *args, **kwargs)))
+
+
+_Self = TypeVar("_Self", bound="_Layer")
+_S = TypeVar("_S", bound="_Stack[Any]")
 
 
 class _Layer(nn.Module):
@@ -103,7 +103,8 @@ class _Layer(nn.Module):
         return cast(MultiHeadAttention, getattr(self, name).sublayer)
 
     @classmethod
-    def _copy(cls, module: Any) -> Any:
+    def from_torch(cls: type[_Self], module: Any) -> _Self:
+        """Copy the ``nn.Transformer*Layer`` twin (ReLU or exact GELU)."""
         ours = cls(**_layer_kwargs(check_twin(module, cls._twin)))
         _copy_weights(ours, module)
         return ours.train(module.training)
@@ -132,7 +133,6 @@ class EncoderLayer(_Layer):
         bias: whether the linear maps and the norms have biases.
         eps: the norms' epsilon.
         rotary: ``None`` or a rotary embedding for the self-attention.
-        device, dtype: of the parameters.
 
     Shape:
         x: ``(B, T, d_model)``; attn_mask broadcasts to
@@ -151,11 +151,6 @@ class EncoderLayer(_Layer):
         x = self.self_attn(x, attn_mask=attn_mask, is_causal=is_causal,
                            cache=cache)
         return self.feed_forward(x)
-
-    @classmethod
-    def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """Copy an ``nn.TransformerEncoderLayer`` (ReLU or exact GELU)."""
-        return cast(EncoderLayer, cls._copy(module))
 
     def check(
         self, x: Tensor, attn_mask: Tensor | None = None, *,
@@ -199,11 +194,6 @@ class DecoderLayer(_Layer):
                            cache=cache)
         x = self.cross_attn(x, memory, memory, memory_mask)
         return self.feed_forward(x)
-
-    @classmethod
-    def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
-        """Copy an ``nn.TransformerDecoderLayer`` (ReLU or exact GELU)."""
-        return cast(DecoderLayer, cls._copy(module))
 
     def check(
         self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
@@ -295,7 +285,8 @@ class _Stack(nn.Module, Generic[_L]):
         return cast(_L, self.layers[0])
 
     @classmethod
-    def _copy(cls, module: Any) -> Any:
+    def from_torch(cls: type[_S], module: Any) -> _S:
+        """Copy the ``nn.Transformer*`` twin, with or without its norm."""
         check_twin(module, cls._twin)
         num_layers = check_int("num_layers", len(module.layers))
         kwargs = _layer_kwargs(module.layers[0])
@@ -337,11 +328,6 @@ class Encoder(_Stack[EncoderLayer]):
             x = layer(x, attn_mask, is_causal=is_causal)
         return x if self.norm is None else self.norm(x)
 
-    @classmethod
-    def from_torch(cls, module: nn.TransformerEncoder) -> Encoder:
-        """Copy an ``nn.TransformerEncoder``, with or without its norm."""
-        return cast(Encoder, cls._copy(module))
-
 
 class Decoder(_Stack[DecoderLayer]):
     """``num_layers`` :class:`DecoderLayer`, then an optional LayerNorm:
@@ -378,18 +364,9 @@ class Decoder(_Stack[DecoderLayer]):
         names: tuple[str, str] = ("x", "memory"),
     ) -> None:
         """Raise unless :meth:`forward` takes these inputs."""
-        if cache is not None and len(cache) != len(self.layers):
-            raise ValueError(
-                f"cache has {len(cache)} entries, expected one per layer "
-                f"(num_layers={len(self.layers)})"
-            )
+        check_cache(cache, len(self.layers))
         self.first.check(x, memory, tgt_mask, memory_mask, is_causal=is_causal,
                          cache=cache[0] if cache else None, names=names)
-
-    @classmethod
-    def from_torch(cls, module: nn.TransformerDecoder) -> Decoder:
-        """Copy an ``nn.TransformerDecoder``, with or without its norm."""
-        return cast(Decoder, cls._copy(module))
 
 
 class Transformer(nn.Module):
@@ -402,8 +379,7 @@ class Transformer(nn.Module):
     Args:
         d_model: model width, divisible by ``num_heads``.
         num_heads: number of attention heads.
-        num_encoder_layers: number of encoder layers.
-        num_decoder_layers: number of decoder layers.
+        num_encoder_layers, num_decoder_layers: the layers of each stack.
         d_ff: hidden width; the keyword arguments as :class:`EncoderLayer`'s.
 
     Shape:
@@ -420,12 +396,12 @@ class Transformer(nn.Module):
     ) -> None:
         super().__init__()
         sizes = (d_model, num_heads, d_ff)
-        self.encoder = Encoder(check_int("num_encoder_layers",
-                                         num_encoder_layers), *sizes,
-                               final_norm=True, **options)
-        self.decoder = Decoder(check_int("num_decoder_layers",
-                                         num_decoder_layers), *sizes,
-                               final_norm=True, **options)
+        encoder_layers = check_int("num_encoder_layers", num_encoder_layers)
+        decoder_layers = check_int("num_decoder_layers", num_decoder_layers)
+        self.encoder = Encoder(encoder_layers, *sizes, final_norm=True,
+                               **options)
+        self.decoder = Decoder(decoder_layers, *sizes, final_norm=True,
+                               **options)
         self.d_model, self.num_heads = d_model, num_heads
         skip_inner_checks(self)
 

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from ._checks import (
     check_id_tensor,
+    check_instance,
     check_int,
     check_integer_tensor,
     check_number,
@@ -39,13 +40,8 @@ def _as_ids(ids: Sequence[int] | Tensor) -> Tensor:
 
 
 def skipgram_pairs(ids: Sequence[int] | Tensor, window: int) -> Tensor:
-    """Every (centre, context) pair at most ``window`` tokens apart, as
-    rows of a ``(P, 2)`` tensor grouped by offset.
-
-    Args:
-        ids: token ids, shape ``(N,)``.
-        window: context tokens on each side.
-    """
+    """Every (centre, context) pair of ``ids`` ``(N,)`` at most ``window``
+    tokens apart, as rows of a ``(P, 2)`` tensor grouped by offset."""
     t, window = _as_ids(ids), check_int("window", window)
     n = t.numel()
     pairs = [torch.stack([t[max(0, -j) : n - max(0, j)],
@@ -79,13 +75,8 @@ def cbow_windows(
 def noise_distribution(
     ids: Sequence[int] | Tensor, vocab_size: int, power: float = 0.75
 ) -> Tensor:
-    """The unigram distribution to the power 3/4, where negatives come from.
-
-    Args:
-        ids: the training ids, shape ``(N,)``, not empty.
-        vocab_size: number of token ids ``V``; the result is ``(V,)``.
-        power: the exponent of the counts.
-    """
+    """The unigram distribution of ``ids`` ``(N,)`` (not empty) to the
+    ``power`` 3/4, where negatives come from; shape ``(vocab_size,)``."""
     vocab_size = check_int("vocab_size", vocab_size)
     power = check_number("power", power)
     t = check_id_tensor("ids", _as_ids(ids), vocab_size)
@@ -100,19 +91,13 @@ def subsample(
     generator: torch.Generator | None = None,
 ) -> Tensor:
     r"""Keep each token with probability :math:`\min(1, \sqrt{t / f})`,
-    ``f`` its word's relative frequency (Mikolov et al., 2013b).
-
-    Args:
-        ids: token ids, shape ``(N,)``.
-        threshold: the frequency :math:`t`, positive.
-        generator: random source.
+    ``f`` its word's relative frequency in ``ids`` ``(N,)`` and :math:`t`
+    the positive ``threshold`` (Mikolov et al., 2013b).
     """
     threshold = check_number(
         "threshold", threshold, minimum=0.0, min_inclusive=False)
     t = _as_ids(ids)
-    if t.numel() == 0:
-        return t
-    freq = torch.bincount(t).double()[t] / t.numel()
+    freq = torch.bincount(t).double()[t] / t.numel()  # (N,); empty for N=0
     draw = torch.rand(t.numel(), generator=generator, dtype=torch.float64)
     return t[draw < (threshold / freq).sqrt()]
 
@@ -218,9 +203,7 @@ def train_word2vec(
             :func:`noise_distribution` (a true word may be drawn too).
         batch_size, epochs, lr: examples per step, passes, Adam's rate.
     """
-    if not isinstance(model, (SkipGram, CBOW)):
-        raise TypeError(
-            f"model must be a SkipGram or CBOW, got {type(model).__name__}")
+    check_instance("model", model, (SkipGram, CBOW), "a SkipGram or CBOW")
     K = check_int("num_negatives", num_negatives)
     batch_size = check_int("batch_size", batch_size)
     epochs = check_int("epochs", epochs)

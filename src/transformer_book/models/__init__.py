@@ -7,8 +7,6 @@ from .gpt import GPT, GPTConfig
 from .seq2seq import Seq2SeqTransformer, Seq2SeqTransformerConfig
 from .vit import ViT, ViTConfig
 
-__all__ = [
-    "GPT", "EncoderConfig", "GPTConfig", "Seq2SeqTransformer",
-    "Seq2SeqTransformerConfig", "TransformerEncoderModel", "ViT", "ViTConfig",
-    "encoder", "gpt", "seq2seq", "vit",
-]
+__all__ = ["GPT", "EncoderConfig", "GPTConfig", "Seq2SeqTransformer",
+           "Seq2SeqTransformerConfig", "TransformerEncoderModel", "ViT",
+           "ViTConfig", "encoder", "gpt", "seq2seq", "vit"]

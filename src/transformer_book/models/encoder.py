@@ -9,20 +9,16 @@ from torch import Tensor, nn
 from .._checks import (
     check_bool,
     check_choice,
+    check_ids,
     check_int,
+    check_vocab_id,
     skip_inner_checks,
 )
 from ..heads import ClassificationHead, LMHead, TokenClassificationHead
 from ..norm import LayerNorm
 from ..positional import LearnedPositionalEmbedding
 from ..transformer import Encoder
-from ._common import (
-    check_config,
-    check_ids,
-    check_pad_id,
-    check_sizes,
-    init_normal,
-)
+from ._common import check_config, check_sizes, init_normal
 
 __all__ = ["EncoderConfig", "TransformerEncoderModel"]
 
@@ -55,7 +51,7 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         check_sizes(self, "vocab_size", "max_seq_len", "num_layers")
-        check_pad_id(self, "vocab_size")
+        check_vocab_id(self, "pad_id", "vocab_size")
         check_choice("head", self.head, ("classification", "token", "mlm"))
         check_int("num_classes", self.num_classes)
         check_choice("pool", self.pool, ("cls", "mean"))
@@ -84,9 +80,8 @@ class TransformerEncoderModel(nn.Module):
         super().__init__()
         self.config = c = check_config(config, EncoderConfig)
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
-        self.position_embedding = LearnedPositionalEmbedding(
-            c.d_model, c.max_seq_len
-        )
+        self.position_embedding = LearnedPositionalEmbedding(c.d_model,
+                                                             c.max_seq_len)
         self.embedding_norm = LayerNorm(c.d_model)
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(

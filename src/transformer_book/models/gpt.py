@@ -1,8 +1,4 @@
-"""A decoder-only language model in the style of GPT-2 (Radford et al., 2019).
-
-A GPT block is an :class:`~transformer_book.transformer.EncoderLayer`
-(pre-LN, GELU) called with ``is_causal=True``.
-"""
+"""GPT-2 (Radford et al., 2019): a decoder-only transformer language model."""
 
 from __future__ import annotations
 
@@ -22,24 +18,19 @@ from .._checks import (
     check_bool,
     check_choice,
     check_id_tensor,
+    check_ids,
     check_integer_tensor,
     skip_inner_checks,
 )
 from .._io import load_verified
-from ..attention import KVCache, MultiHeadAttention
+from ..attention import KVCache, MultiHeadAttention, check_cache
 from ..decoding import generate
 from ..feedforward import FeedForward
 from ..heads import IGNORE_INDEX, LMHead
 from ..norm import LayerNorm
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 from ..transformer import EncoderLayer
-from ._common import (
-    check_cache,
-    check_config,
-    check_ids,
-    check_sizes,
-    init_normal,
-)
+from ._common import check_config, check_sizes, init_normal
 
 __all__ = ["GPT", "GPTConfig"]
 
@@ -89,20 +80,14 @@ class GPTConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> GPTConfig:
-        """The config :meth:`to_dict` described."""
-        return cls(**fields)
-
-    @classmethod
     def gpt2(cls, size: str = "small", **overrides: Any) -> GPTConfig:
         """A released GPT-2: ``"small"`` (124,439,808 parameters),
         ``"medium"``, ``"large"`` or ``"xl"``; vocabulary 50,257, context
         1,024."""
         check_choice("size", size, tuple(_GPT2_SIZES))
         d_model, num_layers, num_heads = _GPT2_SIZES[size]
-        fields: dict[str, Any] = dict(vocab_size=50257, max_seq_len=1024)
-        return cls(**fields, d_model=d_model, num_heads=num_heads,
-                   num_layers=num_layers, **overrides)
+        return cls(vocab_size=50257, max_seq_len=1024, d_model=d_model,
+                   num_heads=num_heads, num_layers=num_layers, **overrides)
 
 
 class GPT(nn.Module):
@@ -178,9 +163,8 @@ class GPT(nn.Module):
             return logits, None
         targets = _check_targets(targets, idx, c.vocab_size)
         # (B, T, V) -> (B * T, V) and (B, T) -> (B * T,)
-        loss = F.cross_entropy(
-            logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX
-        )
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                               ignore_index=IGNORE_INDEX)
         return logits, loss
 
     def make_cache(self) -> list[KVCache]:
@@ -189,15 +173,9 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(
-        self,
-        idx: Tensor,
-        max_new_tokens: int,
-        *,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
+        self, idx: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+        top_k: int | None = None, top_p: float | None = None,
+        use_cache: bool = True, generator: torch.Generator | None = None,
     ) -> Tensor:
         """Continue ``idx`` by :func:`~transformer_book.decoding.generate`.
 
@@ -209,9 +187,8 @@ class GPT(nn.Module):
         Args:
             idx: the prompt, one row per sequence.
             max_new_tokens: the number of tokens to add, ``>= 0``.
-            temperature: ``>= 0``; ``0`` is greedy decoding.
-            top_k: sample among the ``top_k`` most likely tokens only.
-            top_p: sample within the nucleus of mass ``top_p``.
+            temperature, top_k, top_p: as
+                :func:`~transformer_book.decoding.sample`.
             use_cache: reuse keys and values between steps
                 (:class:`~transformer_book.attention.KVCache`).
             generator: the random generator of the draws.
@@ -221,9 +198,7 @@ class GPT(nn.Module):
               ``(B, T + max_new_tokens)``.
         """
         c = self.config
-        check_id_tensor("idx", idx, c.vocab_size, ndim=2)
-        if idx.shape[1] == 0:
-            raise ValueError(f"idx has no tokens (shape {tuple(idx.shape)})")
+        check_ids("idx", idx, c.vocab_size)
         use_cache = check_bool("use_cache", use_cache)
         cache = self.make_cache() if use_cache else None
 
@@ -265,7 +240,7 @@ class GPT(nn.Module):
         extra = state.get("extra") if isinstance(state, dict) else None
         saved = extra.get("config") if isinstance(extra, dict) else None
         if saved is not None:
-            saved = GPTConfig.from_dict(saved)
+            saved = GPTConfig(**saved)
             if config not in (None, saved):
                 raise ValueError(
                     f"{path} was saved with {saved}, not {config}"

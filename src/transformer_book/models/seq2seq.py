@@ -1,9 +1,5 @@
-"""The encoder-decoder transformer of Vaswani et al. (2017), with its masks.
-
-:class:`Seq2SeqTransformer` embeds, builds every mask from the token ids
-(source padding hidden from every attention; the decoder causal, so target
-padding needs no mask) and scores the target vocabulary.
-"""
+"""The encoder-decoder transformer of Vaswani et al. (2017): it embeds,
+builds every mask from the token ids and scores the target vocabulary."""
 
 from __future__ import annotations
 
@@ -18,23 +14,19 @@ from torch.nn.utils.rnn import pad_sequence
 
 from .._checks import (
     check_bool,
+    check_ids,
     check_int,
     check_number,
     check_tensor,
+    check_vocab_id,
     skip_inner_checks,
 )
-from ..attention import KVCache
+from ..attention import KVCache, check_cache
 from ..decoding import beam_search, generate
 from ..heads import LMHead
 from ..positional import RotaryEmbedding, SinusoidalPositionalEncoding
 from ..transformer import Transformer
-from ._common import (
-    check_cache,
-    check_config,
-    check_ids,
-    check_pad_id,
-    check_sizes,
-)
+from ._common import check_config, check_sizes
 
 __all__ = ["Seq2SeqTransformer", "Seq2SeqTransformerConfig"]
 
@@ -73,7 +65,7 @@ class Seq2SeqTransformerConfig:
             "num_encoder_layers", "num_decoder_layers",
             rotary="rotary=True" if self.rotary else "",
         )
-        check_pad_id(self, "src_vocab_size", "tgt_vocab_size")
+        check_vocab_id(self, "pad_id", "src_vocab_size", "tgt_vocab_size")
         check_bool("norm_first", self.norm_first)
         check_bool("tie_weights", self.tie_weights)
 
@@ -102,18 +94,16 @@ class Seq2SeqTransformer(nn.Module):
         self.positional = SinusoidalPositionalEncoding(
             c.d_model, c.max_seq_len, dropout=c.dropout
         )
-        rotary = None
-        if c.rotary:
-            rotary = RotaryEmbedding(c.d_model // c.num_heads)
+        head_dim = c.d_model // c.num_heads
+        rotary = RotaryEmbedding(head_dim) if c.rotary else None
         self.transformer = Transformer(
             c.d_model, c.num_heads, c.num_encoder_layers,
             c.num_decoder_layers, c.d_ff or 4 * c.d_model,
             dropout=c.dropout, norm_first=c.norm_first, rotary=rotary,
         )
         tied = self.tgt_embedding if c.tie_weights else None
-        self.generator = LMHead(
-            c.d_model, c.tgt_vocab_size, tied_embedding=tied, bias=True
-        )
+        self.generator = LMHead(c.d_model, c.tgt_vocab_size,
+                                tied_embedding=tied, bias=True)
         self.reset_parameters()
         skip_inner_checks(self)
 
@@ -164,26 +154,19 @@ class Seq2SeqTransformer(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher-forced logits ``(B, T, tgt_vocab_size)``."""
-        if isinstance(src, Tensor) and isinstance(tgt, Tensor) and (
-            src.ndim == tgt.ndim == 2 and src.shape[0] != tgt.shape[0]
-        ):
+        memory, src_keep = self.encode(src)
+        if isinstance(tgt, Tensor) and tgt.ndim == 2 and len(tgt) != len(src):
             raise ValueError(
                 f"src and tgt must have the same batch size, got "
                 f"{src.shape[0]} and {tgt.shape[0]}"
             )
-        return self.decode(tgt, *self.encode(src))
+        return self.decode(tgt, memory, src_keep)
 
     @torch.no_grad()
     def generate(
-        self,
-        src: Tensor,
-        max_new_tokens: int,
-        *,
-        bos_id: int,
-        eos_id: int | None = None,
-        beam_width: int = 1,
-        length_penalty: float = 0.0,
-        use_cache: bool = True,
+        self, src: Tensor, max_new_tokens: int, *, bos_id: int,
+        eos_id: int | None = None, beam_width: int = 1,
+        length_penalty: float = 0.0, use_cache: bool = True,
     ) -> Tensor:
         """Translate each source: greedy, or the best of :meth:`beam_search`.
 
@@ -208,20 +191,21 @@ class Seq2SeqTransformer(nn.Module):
         """
         self._check_search(max_new_tokens, bos_id, eos_id, beam_width,
                            length_penalty, use_cache)
-        search = {"beam_width": beam_width, "max_new_tokens": max_new_tokens,
-                  "eos_id": eos_id, "length_penalty": length_penalty}
+        if beam_width > 1:  # each source alone, its padding hidden
+            rows = [
+                self.beam_search(
+                    row, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
+                    beam_width=beam_width, length_penalty=length_penalty,
+                    use_cache=use_cache,
+                )[0][0]
+                for row in check_tensor("src", src, ndim=2)
+            ]
+            return pad_sequence(rows, batch_first=True,
+                                padding_value=self.config.pad_id)
         was_training = self.training
         self.eval()
         try:
             memory, keep = self.encode(src)
-            if beam_width > 1:
-                rows = [
-                    self._beam(memory[i : i + 1], keep[i : i + 1], bos_id,
-                               use_cache, **search)[0][0]
-                    for i in range(memory.shape[0])
-                ]
-                return pad_sequence(rows, batch_first=True,
-                                    padding_value=self.config.pad_id)
             start = torch.full((memory.shape[0], 1), bos_id,
                                device=memory.device)  # (B, 1): <bos>
             out = generate(self._step(memory, keep, use_cache), start,
@@ -233,15 +217,9 @@ class Seq2SeqTransformer(nn.Module):
 
     @torch.no_grad()
     def beam_search(
-        self,
-        src: Tensor,
-        max_new_tokens: int,
-        *,
-        bos_id: int,
-        eos_id: int | None = None,
-        beam_width: int = 1,
-        length_penalty: float = 0.0,
-        use_cache: bool = True,
+        self, src: Tensor, max_new_tokens: int, *, bos_id: int,
+        eos_id: int | None = None, beam_width: int = 1,
+        length_penalty: float = 0.0, use_cache: bool = True,
     ) -> list[tuple[Tensor, float]]:
         """:func:`~transformer_book.decoding.beam_search` over one source.
 
@@ -263,8 +241,11 @@ class Seq2SeqTransformer(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self._beam(
-                *self.encode(src[None]), bos_id, use_cache,
+            memory, keep = self.encode(src[None])
+            step = self._step(memory, keep, use_cache)
+            return beam_search(
+                lambda tokens, parents: step(tokens, parents).log_softmax(-1),
+                torch.tensor([bos_id], device=memory.device),
                 beam_width=beam_width, max_new_tokens=max_new_tokens,
                 eos_id=eos_id, length_penalty=length_penalty,
             )
@@ -272,18 +253,12 @@ class Seq2SeqTransformer(nn.Module):
             self.train(was_training)
 
     def _check_search(
-        self,
-        max_new_tokens: Any,
-        bos_id: Any,
-        eos_id: Any,
-        beam_width: Any,
-        length_penalty: Any,
-        use_cache: Any,
+        self, max_new_tokens: Any, bos_id: Any, eos_id: Any, beam_width: Any,
+        length_penalty: Any, use_cache: Any,
     ) -> None:
         c = self.config
-        if check_int("max_new_tokens", max_new_tokens, minimum=0) > (
-            c.max_seq_len
-        ):
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        if max_new_tokens > c.max_seq_len:
             raise ValueError(
                 f"max_new_tokens={max_new_tokens} needs that many decoder "
                 f"positions, more than max_seq_len={c.max_seq_len}"
@@ -300,31 +275,11 @@ class Seq2SeqTransformer(nn.Module):
         check_number("length_penalty", length_penalty, minimum=0.0)
         check_bool("use_cache", use_cache)
 
-    def _beam(
-        self,
-        memory: Tensor,
-        src_keep: Tensor,
-        bos_id: int,
-        use_cache: bool,
-        **search: Any,
-    ) -> list[tuple[Tensor, float]]:
-        """Beam search from ``bos_id`` over one encoded source."""
-        step = self._step(memory, src_keep, use_cache)
-        return beam_search(
-            lambda tokens, parents: step(tokens, parents).log_softmax(-1),
-            torch.tensor([bos_id], device=memory.device),
-            **search,
-        )
-
     def _step(
         self, memory: Tensor, src_keep: Tensor, use_cache: bool
     ) -> Callable[..., Tensor]:
-        """``step(tokens, parents=None)``: next-token logits ``(n, V)``.
-
-        ``tokens`` ``(n, t)`` are target prefixes of the encoded sources
-        (one source repeated, or one each). With a cache, each call feeds
-        the tokens it has not seen, after reordering it to ``parents``.
-        """
+        """``step(tokens (n, t), parents=None)``: next-token logits ``(n, V)``;
+        with a cache, reordered to ``parents``, fed only unseen tokens."""
         cache = self.make_cache() if use_cache else None
 
         def step(tokens: Tensor, parents: Tensor | None = None) -> Tensor:

@@ -1,7 +1,5 @@
-"""The Vision Transformer: an image as a sequence of patches.
-
-Dosovitskiy et al. (2021). Images are ``(B, C, H, W)`` float tensors.
-"""
+"""The Vision Transformer (Dosovitskiy et al., 2021): an image, a float
+tensor ``(B, C, H, W)``, as a sequence of patches."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ from torch import Tensor, nn
 
 from .._checks import (
     check_choice,
+    check_divisible,
     check_int,
     check_shape,
     check_tensor,
@@ -20,7 +19,7 @@ from .._checks import (
 from ..heads import ClassificationHead
 from ..positional import sincos2d_encoding
 from ..transformer import Encoder
-from ._common import check_config, check_divisible, check_sizes, init_normal
+from ._common import check_config, check_sizes, init_normal
 
 __all__ = ["PatchEmbedding", "ViT", "ViTConfig", "patchify"]
 
@@ -173,9 +172,8 @@ class ViT(nn.Module):
     def __init__(self, config: ViTConfig) -> None:
         super().__init__()
         self.config = c = check_config(config, ViTConfig)
-        self.patch_embedding = PatchEmbedding(
-            c.image_size, c.patch_size, c.in_channels, c.d_model
-        )
+        self.patch_embedding = PatchEmbedding(c.image_size, c.patch_size,
+                                              c.in_channels, c.d_model)
         self.cls_token = None
         if c.pool == "cls":
             self.cls_token = nn.Parameter(torch.zeros(1, 1, c.d_model))
@@ -190,9 +188,8 @@ class ViT(nn.Module):
             c.num_layers, c.d_model, c.num_heads, c.d_ff or 4 * c.d_model,
             dropout=c.dropout, activation="gelu", norm_first=True,
         )
-        self.head = ClassificationHead(
-            c.d_model, c.num_classes, pool=c.pool, dropout=c.dropout
-        )
+        self.head = ClassificationHead(c.d_model, c.num_classes, pool=c.pool,
+                                       dropout=c.dropout)
         self.reset_parameters()
         skip_inner_checks(self)
 

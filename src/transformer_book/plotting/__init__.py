@@ -7,21 +7,11 @@ an optional ``ax`` (a new figure when ``None``), draw in the house style
 without touching matplotlib's global state, and return the axes.
 """
 
+from . import curves, diagrams, heatmaps
 from ._style import HOUSE_RC, PALETTE, get_axes, styled, subplots
 from .curves import *  # noqa: F403
-from .curves import __all__ as _curves_all
 from .diagrams import *  # noqa: F403
-from .diagrams import __all__ as _diagrams_all
 from .heatmaps import *  # noqa: F403
-from .heatmaps import __all__ as _heatmaps_all
 
-__all__ = [
-    "HOUSE_RC",
-    "PALETTE",
-    "get_axes",
-    "styled",
-    "subplots",
-    *_curves_all,
-    *_diagrams_all,
-    *_heatmaps_all,
-]
+__all__ = ["HOUSE_RC", "PALETTE", "get_axes", "styled", "subplots",
+           *curves.__all__, *diagrams.__all__, *heatmaps.__all__]

@@ -20,18 +20,6 @@ from matplotlib.figure import Figure
 
 from .._checks import check_choice, check_int
 
-__all__ = [
-    "DASHES",
-    "HOUSE_RC",
-    "LEGEND_PLACES",
-    "MARKERS",
-    "PALETTE",
-    "as_array",
-    "get_axes",
-    "styled",
-    "subplots",
-]
-
 #: Colours in the order plots use them (colour-blind safe, Okabe-Ito).
 PALETTE: tuple[str, ...] = (
     "#0072B2", "#E69F00", "#009E73", "#D55E00",
@@ -53,20 +41,12 @@ LEGEND_PLACES: tuple[str, ...] = ("best", "outside", "below", "above", "none")
 #: constrained layout so colour bars and outside legends never overlap.
 HOUSE_RC: dict[str, Any] = {
     "figure.figsize": (6.4, 3.6),
-    "figure.dpi": 150,
-    "savefig.dpi": 150,
-    "savefig.bbox": "tight",
+    "figure.dpi": 150, "savefig.dpi": 150, "savefig.bbox": "tight",
     "figure.constrained_layout.use": True,
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
-    "xtick.labelsize": 9,
-    "ytick.labelsize": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
+    "legend.fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9,
+    "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.alpha": 0.3,
     "axes.prop_cycle": cycler(color=list(PALETTE)),
     "legend.frameon": False,
     "image.cmap": "viridis",
@@ -97,9 +77,8 @@ def styled(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def get_axes(
-    ax: Axes | None, figsize: tuple[float, float] | None = None
-) -> Axes:
+def get_axes(ax: Axes | None,
+             figsize: tuple[float, float] | None = None) -> Axes:
     """Return ``ax`` (its figure raised to 150 dpi), or new axes.
 
     Args:
@@ -120,11 +99,8 @@ def get_axes(
 
 @styled
 def subplots(
-    nrows: int = 1,
-    ncols: int = 1,
-    *,
-    figsize: tuple[float, float] | None = None,
-    **kwargs: Any,
+    nrows: int = 1, ncols: int = 1, *,
+    figsize: tuple[float, float] | None = None, **kwargs: Any,
 ) -> tuple[Figure, np.ndarray]:
     """Make a figure of several panels in the house style.
 
@@ -141,9 +117,8 @@ def subplots(
     ncols = check_int("ncols", ncols)
     if figsize is None:
         figsize = (6.8, 2.6 * nrows + (0.4 if nrows == 1 else 0.0))
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=figsize, squeeze=False, **kwargs
-    )
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False,
+                             **kwargs)
     return fig, axes.ravel()
 
 
@@ -170,22 +145,12 @@ def check_divisible(name: str, value: Any, by_name: str, by: Any) -> int:
     return value // by
 
 
-def as_array(
-    values: object,
-    name: str,
-    ndim: int | tuple[int, ...] | None = None,
-    *,
-    shape: tuple[int, ...] | None = None,
-    finite: bool = True,
-) -> np.ndarray:
+def as_array(values: object, name: str,
+             ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Return a tensor (any dtype), array or sequence as a float64 array.
 
-    Args:
-        values: what to convert.
-        name: the argument's name, for error messages.
-        ndim: the number (or numbers) of dimensions allowed.
-        shape: the exact shape required.
-        finite: reject NaN and infinite values.
+    ``ndim`` is the number (or numbers) of dimensions allowed; NaN and
+    infinite values are refused; errors name the argument ``name``.
     """
     if isinstance(values, torch.Tensor):
         array = values.detach().cpu().to(torch.float64).numpy()
@@ -198,24 +163,19 @@ def as_array(
                 f"{type(values).__name__}"
             ) from None
     allowed = (ndim,) if isinstance(ndim, int) else ndim
-    wanted = " or ".join(f"{d}-D" for d in allowed or ())
-    if shape is not None:
-        allowed, wanted = (len(shape),), f"of shape {shape}"
-    if (allowed and array.ndim not in allowed) or (
-        shape is not None and array.shape != shape
-    ):
+    if allowed and array.ndim not in allowed:
+        wanted = " or ".join(f"{d}-D" for d in allowed)
         raise ValueError(
             f"{name} must be {wanted}, got shape {tuple(array.shape)}"
         )
     check_nonempty(name, array.ravel())
-    if finite and not np.isfinite(array).all():
+    if not np.isfinite(array).all():
         raise ValueError(f"{name} holds NaN or infinite values")
     return array
 
 
-def check_labels(
-    labels: Sequence[object] | None, size: int, name: str
-) -> list[str] | None:
+def check_labels(labels: Sequence[object] | None, size: int,
+                 name: str) -> list[str] | None:
     """Return ``labels`` as strings, one per entry (``None`` passes)."""
     if labels is None:
         return None
@@ -223,19 +183,12 @@ def check_labels(
     return [str(label) for label in labels]
 
 
-def place_legend(
-    ax: Axes, where: str | None, *, title: str | None = None, **kwargs: Any
-) -> None:
+def place_legend(ax: Axes, where: str | None, *, title: str | None = None,
+                 **kwargs: Any) -> None:
     """Add a legend to ``ax`` at one of :data:`LEGEND_PLACES`."""
     where = check_choice("legend", where or "none", LEGEND_PLACES)
     if where == "none":
         return
-    labels = ax.get_legend_handles_labels()[1]
-    if "handles" in kwargs:
-        labels = [h.get_label() for h in kwargs["handles"]]
-    # Legends above or below: as many columns as fit the axes' width.
-    longest = max((len(label) for label in labels), default=1)
-    ncol = max(1, min(len(labels), 4, 64 // (longest + 8)))
     places: dict[str, dict[str, Any]] = {
         "best": {"loc": "best"},
         "outside": {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)},
@@ -243,6 +196,8 @@ def place_legend(
         "above": {"loc": "lower center", "bbox_to_anchor": (0.5, 1.02)},
     }
     place = places[where]
-    if where in ("below", "above"):
-        place["ncol"] = ncol
+    if where in ("below", "above"):  # as many columns as fit the width
+        labels = ax.get_legend_handles_labels()[1]
+        longest = max((len(label) for label in labels), default=1)
+        place["ncol"] = max(1, min(len(labels), 4, 64 // (longest + 8)))
     ax.legend(title=title, **place, **kwargs)

@@ -33,9 +33,8 @@ Curve = tuple[str, np.ndarray, np.ndarray]  # label, x, y
 _REFERENCE = "#666666"
 
 
-def _curve_data(
-    x: ArrayLike | None, curves: Mapping[Any, Any], smooth: int
-) -> list[Curve]:
+def _curve_data(x: ArrayLike | None, curves: Mapping[Any, Any],
+                smooth: int) -> list[Curve]:
     """Check the curves and return ``(label, x, y)`` for each."""
     check_nonempty("curves", curves)
     shared = None if x is None else as_array(x, "x", 1)
@@ -84,17 +83,13 @@ def _plain_log_labels(axis: Axis, values: np.ndarray) -> None:
     axis.set_minor_formatter(FuncFormatter(label))
 
 
-def _draw_curves(
-    ax: Axes, data: list[Curve], markers: bool, steps: bool
-) -> None:
+def _draw_curves(ax: Axes, data: list[Curve], markers: bool,
+                 steps: bool) -> None:
     """One colour, dash and marker per curve; later markers are smaller."""
     for i, (label, cx, y) in enumerate(data):
-        style: dict[str, Any] = {
-            "color": PALETTE[i % len(PALETTE)],
-            "ls": DASHES[i % len(DASHES)],
-            "label": label,
-            "zorder": 3,
-        }
+        style: dict[str, Any] = {"color": PALETTE[i % len(PALETTE)],
+                                 "ls": DASHES[i % len(DASHES)],
+                                 "label": label, "zorder": 3}
         if steps:
             style["drawstyle"] = "steps-mid"
         if markers:
@@ -130,9 +125,8 @@ def _draw_references(ax: Axes, data: list[Curve], slopes: Sequence[float],
         ax.axvline(value, color=_REFERENCE, ls=dash, lw=1.2, label=label)
 
 
-def _finish_chart(
-    ax: Axes, xlabel: str, ylabel: str, title: str | None
-) -> Axes:
+def _finish_chart(ax: Axes, xlabel: str, ylabel: str,
+                  title: str | None) -> Axes:
     """Name the axes, add the title, return the axes."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -144,23 +138,16 @@ def _finish_chart(
 @styled
 def plot_curves(
     x: ArrayLike | None,
-    curves: Mapping[Any, ArrayLike | tuple[ArrayLike, ArrayLike]],
-    *,
-    xlabel: str = "",
-    ylabel: str = "",
-    title: str | None = None,
-    logx: bool = False,
-    logy: bool = False,
+    curves: Mapping[Any, ArrayLike | tuple[ArrayLike, ArrayLike]], *,
+    xlabel: str = "", ylabel: str = "", title: str | None = None,
+    logx: bool = False, logy: bool = False,
     reference_slopes: Sequence[float] = (),
     hlines: Mapping[str, float] | None = None,
     vlines: Mapping[str, float] | None = None,
-    markers: bool = True,
-    steps: bool = False,
-    smooth: int = 1,
+    markers: bool = True, steps: bool = False, smooth: int = 1,
     xticks: ArrayLike | None = None,
     ylim: tuple[float | None, float | None] | None = None,
-    legend: str | None = "best",
-    legend_title: str | None = None,
+    legend: str | None = "best", legend_title: str | None = None,
     ax: Axes | None = None,
 ) -> Axes:
     """Draw one or more curves against a shared (or per-curve) x axis.
@@ -216,9 +203,8 @@ def plot_curves(
     return _finish_chart(ax, xlabel, ylabel, title)
 
 
-def _offset_profile(
-    weights: np.ndarray, circular: bool
-) -> tuple[np.ndarray, np.ndarray]:
+def _offset_profile(weights: np.ndarray,
+                    circular: bool) -> tuple[np.ndarray, np.ndarray]:
     """Mean weight per key offset ``j - i``, one row per head."""
     heads, size, _ = weights.shape
     rows, cols = np.indices((size, size))
@@ -237,13 +223,9 @@ def _offset_profile(
 
 @styled
 def plot_attention_offsets(
-    weights: torch.Tensor | np.ndarray,
-    *,
-    circular: bool = False,
-    titles: Sequence[str] | None = None,
-    legend: str | None = "outside",
-    ax: Axes | None = None,
-    title: str | None = None,
+    weights: torch.Tensor | np.ndarray, *, circular: bool = False,
+    titles: Sequence[str] | None = None, legend: str | None = "outside",
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     """Bar chart of each head's mean attention weight by key offset.
 
@@ -285,13 +267,9 @@ def plot_attention_offsets(
 
 @styled
 def plot_word_vectors(
-    vectors: torch.Tensor | np.ndarray,
-    labels: Sequence[str],
-    *,
-    groups: Sequence[object] | None = None,
-    legend: str | None = "outside",
-    ax: Axes | None = None,
-    title: str | None = None,
+    vectors: torch.Tensor | np.ndarray, labels: Sequence[str], *,
+    groups: Sequence[object] | None = None, legend: str | None = "outside",
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     """Scatter unit-length word vectors on their first two principal axes.
 

@@ -25,25 +25,16 @@ from ._style import (
     PALETTE,
     as_array,
     check_divisible,
-    check_len,
     check_nonempty,
     get_axes,
     styled,
 )
 
 __all__ = [
-    "draw_attention_kinds",
-    "draw_cross_attention",
-    "draw_data_parallel",
-    "draw_gru_cell",
-    "draw_heads_split_merge",
-    "draw_lstm_cell",
-    "draw_patches",
-    "draw_qkv_flow",
-    "draw_query_row",
-    "draw_seq2seq_attention",
-    "draw_transformer_block",
-    "draw_unrolled_rnn",
+    "draw_attention_kinds", "draw_cross_attention", "draw_data_parallel",
+    "draw_gru_cell", "draw_heads_split_merge", "draw_lstm_cell",
+    "draw_patches", "draw_qkv_flow", "draw_query_row",
+    "draw_seq2seq_attention", "draw_transformer_block", "draw_unrolled_rnn",
     "plot_tokenization",
 ]
 
@@ -83,11 +74,9 @@ def _patch(ax: Axes, x0: float, y0: float, w: float, h: float, *,
     style = "square,pad=0"
     if rounding is not None:
         style = f"round,pad={pad},rounding_size={rounding}"
-    patch = FancyBboxPatch((x0, y0), w, h, boxstyle=style, facecolor=color,
-                           edgecolor=edge, linewidth=lw, zorder=zorder,
-                           **kwargs)
-    patch.set_gid(gid)
-    ax.add_patch(patch)
+    ax.add_patch(FancyBboxPatch((x0, y0), w, h, boxstyle=style, gid=gid,
+                                facecolor=color, edgecolor=edge, linewidth=lw,
+                                zorder=zorder, **kwargs))
 
 
 def _rect(ax: Axes, x: float, y: float, text: str = "", *, w: float = 0.8,
@@ -102,19 +91,16 @@ def _rect(ax: Axes, x: float, y: float, text: str = "", *, w: float = 0.8,
 
 
 # A learned layer of a recurrent cell.
-_box = functools.partial(
-    _rect, w=0.9, h=0.6, color=_GATE, rounding=0.12, pad=0.02, lw=1.2
-)
+_box = functools.partial(_rect, w=0.9, h=0.6, color=_GATE, rounding=0.12,
+                         pad=0.02, lw=1.2)
 
 
 def _circle(ax: Axes, x: float, y: float, text: str, *, r: float,
             color: str = _FUNC, lw: float = 1.0, size: float = 10,
             gid: str | None = None) -> None:
     """A labelled circle at ``(x, y)``: an operation or a token."""
-    circle = Circle((x, y), r, facecolor=color, edgecolor=_LINE, lw=lw,
-                    zorder=3)
-    circle.set_gid(gid)
-    ax.add_patch(circle)
+    ax.add_patch(Circle((x, y), r, facecolor=color, edgecolor=_LINE, lw=lw,
+                        zorder=3, gid=gid))
     ax.text(x, y, text, ha="center", va="center", fontsize=size, zorder=4)
 
 
@@ -130,11 +116,10 @@ def _path(ax: Axes, points: Sequence[Point], *, arrow: bool = True,
         ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, zorder=2,
                 solid_capstyle="round")
     if arrow:
-        arrow_head = FancyArrowPatch(
+        ax.add_patch(FancyArrowPatch(
             points[-2], points[-1], arrowstyle="-|>", mutation_scale=11,
             color=color, lw=lw, shrinkA=0, shrinkB=0, zorder=2,
-        )
-        ax.add_patch(arrow_head)
+        ))
     else:
         ax.plot(xs[-2:], ys[-2:], color=color, lw=lw, zorder=2)
 
@@ -156,9 +141,8 @@ def _note(ax: Axes, x: float, y: float, text: str, *, ha: str = "center",
 _label = functools.partial(_note, size=9, color=_LINE)
 
 
-def _canvas(
-    ax: Axes, xlim: Limits, ylim: Limits, title: str | None = None
-) -> Axes:
+def _canvas(ax: Axes, xlim: Limits, ylim: Limits,
+            title: str | None = None) -> Axes:
     """Set equal-aspect limits, hide the axes, add the title."""
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
@@ -169,9 +153,8 @@ def _canvas(
     return ax
 
 
-def _new_axes(
-    ax: Axes | None, xlim: Limits, ylim: Limits, scale: float
-) -> tuple[Axes, Layout]:
+def _new_axes(ax: Axes | None, xlim: Limits, ylim: Limits,
+              scale: float) -> tuple[Axes, Layout]:
     """``ax``, or new axes of ``scale`` inches per unit (at most 7 wide)."""
     width = min(7.0, scale * (xlim[1] - xlim[0]))
     aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
@@ -180,9 +163,8 @@ def _new_axes(
     return ax, (len(ax.texts), scale, new)
 
 
-def _finish(
-    ax: Axes, layout: Layout, xlim: Limits, ylim: Limits, title: str | None
-) -> Axes:
+def _finish(ax: Axes, layout: Layout, xlim: Limits, ylim: Limits,
+            title: str | None) -> Axes:
     """Set the limits; shrink the drawing's text if it got fewer inches."""
     first, scale, new = layout
     figure = cast(Figure, ax.get_figure(root=True))
@@ -209,33 +191,6 @@ def _check_count(name: str, value: object, high: int) -> int:
             "fit the figure)"
         )
     return value
-
-
-def _check_weights(
-    name: str, weights: object, shape: tuple[int, ...]
-) -> np.ndarray:
-    """Attention weights of ``shape``, each row a softmax (sums to 1)."""
-    array = as_array(weights, name, shape=shape)
-    if (array < 0).any() or not np.allclose(array.sum(-1), 1.0, atol=1e-3):
-        raise ValueError(
-            f"each row of {name} must be non-negative and sum to 1 "
-            "(softmax weights)"
-        )
-    return array
-
-
-def _check_tokens(
-    name: str, tokens: Sequence[str] | None, size: int
-) -> list[str] | None:
-    """``tokens`` as a list of ``size`` strings (``None`` passes)."""
-    if tokens is None:
-        return None
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence) or any(
-        not isinstance(token, str) for token in tokens
-    ):
-        raise TypeError(f"{name} must be a sequence of strings: {tokens!r}")
-    check_len(name, tokens, size)
-    return list(tokens)
 
 
 # -- Part I: recurrent cells and tokenization ---------------------------------
@@ -288,9 +243,8 @@ def _cell_frame(ax: Axes | None) -> Axes:
     return ax
 
 
-def _state_line(
-    ax: Axes, y: float, ops: Sequence[tuple[float, str]], ends: Sequence[str]
-) -> None:
+def _state_line(ax: Axes, y: float, ops: Sequence[tuple[float, str]],
+                ends: Sequence[str]) -> None:
     """The state line along the top of a cell, through pointwise ops."""
     xs = [x for x, _ in ops]
     for start, end in zip([-0.85, *xs], [*xs, 10.85], strict=True):
@@ -301,9 +255,8 @@ def _state_line(
     ax.text(10.6, y + 0.35, f"${ends[1]}$", ha="right", va="bottom")
 
 
-def _gates(
-    ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float, y: float
-) -> None:
+def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
+           y: float) -> None:
     """Gate layers ``(x, function, name)`` fed from the input bus."""
     for x, fn, name in gates:
         _dot(ax, x, bus)
@@ -406,11 +359,8 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
 
 @styled
 def plot_tokenization(
-    rows: Mapping[str, Sequence[str]],
-    *,
-    ax: Axes | None = None,
-    max_chars: int = 60,
-    title: str | None = None,
+    rows: Mapping[str, Sequence[str]], *, ax: Axes | None = None,
+    max_chars: int = 60, title: str | None = None,
 ) -> Axes:
     """Draw how several tokenizers cut the same text, one row each.
 
@@ -451,27 +401,18 @@ def plot_tokenization(
 # -- Part II: attention -------------------------------------------------------
 
 
-def _weight_line(
-    ax: Axes, start: Point, end: Point, weight: float, scale: float = 5.0
-) -> None:
+def _weight_line(ax: Axes, start: Point, end: Point, weight: float,
+                 scale: float = 5.0) -> None:
     """A line from ``start`` to ``end``, as thick as its ``weight``."""
     lw = 0.4 + scale * weight
     _path(ax, [start, end], arrow=False, lw=lw, color=PALETTE[0])
 
 
-def _weight_bar(
-    ax: Axes, x: float, y: float, width: float, height: float
-) -> None:
+def _weight_bar(ax: Axes, x: float, y: float, width: float,
+                height: float) -> None:
     """A softmax weight as a bar centred on ``x``, tagged ``"weight"``."""
     _patch(ax, x - width / 2, y, width, height, color=PALETTE[0],
            edge="none", gid="weight")
-
-
-def _short(token: str, limit: int = 8) -> str:
-    """A token cut to ``limit`` characters, ``$`` escaped (not mathtext)."""
-    if len(token) > limit:
-        token = token[: limit - 1] + "\u2026"
-    return token.replace("$", r"\$")
 
 
 def _peaked(rows: int, cols: int) -> np.ndarray:
@@ -546,75 +487,34 @@ _QUERY_ROW_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 _QUERY_ROW_WEIGHTS = (0.06, 0.38, 0.12, 0.05, 0.07, 0.32)
 
 
-def _query_row_args(
-    weights: object, tokens: Sequence[str] | None, query: int | None
-) -> tuple[np.ndarray, list[str] | None, int | None]:
-    """Check :func:`draw_query_row`'s arguments; the example by default."""
-    if weights is None:
-        if tokens is not None:
-            raise ValueError(
-                "tokens were given without weights: pass the weights of "
-                "the query's row too"
-            )
-        weights, tokens = _QUERY_ROW_WEIGHTS, _QUERY_ROW_TOKENS
-        query = 2 if query is None else query
-    row = as_array(weights, "weights", 1)
-    size = _check_count("len(weights)", row.size, _MAX_TOKENS)
-    row = _check_weights("weights", row, (size,))
-    names = _check_tokens("tokens", tokens, size)
-    if query is not None:
-        query = check_int("query", query, minimum=None)
-        query = check_choice("query", query, range(size))
-    return row, names, query
-
-
 @styled
 def draw_query_row(
-    weights: Sequence[float] | np.ndarray | torch.Tensor | None = None,
-    tokens: Sequence[str] | None = None,
-    *,
-    query: int | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
+    *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
-    r"""Draw one query's row of attention weights.
+    r"""Draw one query's row of attention weights: "sat" in a sentence.
 
     :math:`y_n = \sum_m a_{nm} v_m`, with line widths and bar heights
-    showing the weights :math:`a_{nm}`.
+    showing illustrative weights :math:`a_{nm}` of the query "sat" over
+    the keys of "the cat sat on the mat".
 
     Args:
-        weights: one softmax row over the keys; an illustrative row for
-            "sat" in "the cat sat on the mat" when ``None``.
-        tokens: the key tokens; ``k_1, k_2, ...`` when ``None``.
-        query: index of the token that asks (its key is outlined).
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
-
-    Shape:
-        weights: ``(M,)`` for ``M`` keys, 1 to 10.
     """
-    row, names, query = _query_row_args(weights, tokens, query)
-    size = row.size
-    xs = np.arange(size) * 1.25
+    row = np.array(_QUERY_ROW_WEIGHTS)
+    xs = np.arange(row.size) * 1.25
     centre = float(xs.mean())
-    xlim, ylim = (-2.65, max(xs[-1] + 0.7, centre + 3.75)), (-0.6, 5.55)
+    xlim, ylim = (-2.65, xs[-1] + 0.7), (-0.6, 5.55)
     ax, layout = _new_axes(ax, xlim, ylim, 0.68)
     y_q, y_k, y_bar, y_v, y_sum = 5.15, 3.7, 1.95, 1.2, -0.2
     bar_h = 1.0 / float(row.max())  # the largest weight is 1 unit tall
-    if query is None:
-        q_text = "$q_n$"
-    elif names is None:
-        q_text = f"$q_{{{query + 1}}}$"
-    else:
-        q_text = f"$q$: {_short(names[query])}"
-    _rect(ax, centre, y_q, q_text, w=1.5, color=_tint(PALETTE[1], 0.35))
+    _rect(ax, centre, y_q, "$q$: sat", w=1.5, color=_tint(PALETTE[1], 0.35))
     # Each key: scored by the query, weighted, its value summed.
-    for m, (x, a) in enumerate(zip(xs, row, strict=True)):
+    keys = zip(xs, row, _QUERY_ROW_TOKENS, strict=True)
+    for m, (x, a, token) in enumerate(keys):
         _weight_line(ax, (centre, y_q - 0.28), (x, y_k + 0.28), a)
-        text = f"$k_{{{m + 1}}}$" if names is None else _short(names[m])
-        small = names is not None and len(text) > 6
-        _rect(ax, x, y_k, text, w=1.05, size=8.5 if small else 10, gid="key")
-        if m == query:
+        _rect(ax, x, y_k, token, w=1.05, gid="key")
+        if token == "sat":  # the query's own key
             _patch(ax, x - 0.6, y_k - 0.35, 1.2, 0.7, edge=PALETTE[1],
                    lw=2.0, rounding=0.1, zorder=4)
         _weight_bar(ax, x, y_bar, 0.6, bar_h * a)
@@ -625,29 +525,21 @@ def draw_query_row(
     ax.plot([xs[0] - 0.55, xs[-1] + 0.55], [y_bar, y_bar], color=_LINE, lw=0.8)
     _circle(ax, centre, y_sum, r"$\Sigma$", r=0.27)
     _path(ax, [(centre + 0.27, y_sum), (centre + 0.9, y_sum)])
-    terms = [f"a_{{n{m}}} v_{{{m}}}" for m in range(1, size + 1)]
-    terms = terms if size <= 3 else [terms[0], r"\cdots", terms[-1]]
-    ax.text(centre + 1.0, y_sum, f"$y_n = {' + '.join(terms)}$", ha="left",
-            va="center")
-    for y, text in (
-        (y_q, "query"),
-        ((y_q + y_k) / 2, "scores\n" + r"$q_n^\top k_m / \sqrt{d_k}$"),
-        (y_k, "keys"),
-        (y_bar + 0.5, "Softmax\n" + "weights $a_{nm}$"),
-        (y_v, "values"),
-        (y_sum, "weighted sum"),
-    ):
+    weighted_sum = r"$y_n = a_{n1} v_{1} + \cdots + a_{n6} v_{6}$"
+    ax.text(centre + 1.0, y_sum, weighted_sum, ha="left", va="center")
+    rows = ((y_q, "query"),
+            ((y_q + y_k) / 2, "scores\n" + r"$q_n^\top k_m / \sqrt{d_k}$"),
+            (y_k, "keys"), (y_bar + 0.5, "Softmax\n" + "weights $a_{nm}$"),
+            (y_v, "values"), (y_sum, "weighted sum"))
+    for y, text in rows:
         _label(ax, -0.8, y, text, ha="right")
     return _finish(ax, layout, xlim, ylim, title)
 
 
 @styled
 def draw_heads_split_merge(
-    num_heads: int = 4,
-    *,
-    d_model: int | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
+    num_heads: int = 4, *, d_model: int | None = None,
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     r"""Draw multi-head attention: split into heads, attend, merge.
 
@@ -697,15 +589,11 @@ def draw_heads_split_merge(
     _path(ax, [(x_o + 0.4, mid), (x_y - 0.28, mid)])
     _rect(ax, x_y, mid, "$Y$", w=0.55, h=height, size=11)
     plural = "s" if num_heads > 1 else ""
-    for x, text in (
-        (x_x, "input"),
-        (x_w, "project"),
-        (x_split, f"split into\n$H = {num_heads}$ head{plural}"),
-        (x_head, "attend\nindependently"),
-        (x_cat, "concatenate"),
-        (x_o, "mix"),
-        (x_y, "output"),
-    ):
+    steps = ((x_x, "input"), (x_w, "project"),
+             (x_split, f"split into\n$H = {num_heads}$ head{plural}"),
+             (x_head, "attend\nindependently"), (x_cat, "concatenate"),
+             (x_o, "mix"), (x_y, "output"))
+    for x, text in steps:
         _label(ax, x, top + 0.18, text, va="bottom")
     sizes = ((x_x, width), (x_split, f"{head} each"),
              (x_cat, f"{head} each"), (x_y, width))
@@ -716,11 +604,7 @@ def draw_heads_split_merge(
 
 @styled
 def draw_cross_attention(
-    q_len: int = 3,
-    kv_len: int = 5,
-    *,
-    weights: np.ndarray | torch.Tensor | None = None,
-    ax: Axes | None = None,
+    q_len: int = 3, kv_len: int = 5, *, ax: Axes | None = None,
     title: str | None = None,
 ) -> Axes:
     r"""Draw cross-attention from a decoder to an encoder's output.
@@ -732,19 +616,12 @@ def draw_cross_attention(
     Args:
         q_len: decoder tokens :math:`L_q` (rows), 1 to 8.
         kv_len: encoder tokens :math:`L_k` (columns), 1 to 10.
-        weights: the weights to colour the grid with; an illustrative
-            pattern when ``None``.
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
-
-    Shape:
-        weights: ``(q_len, kv_len)``, rows summing to 1.
     """
     q_len = _check_count("q_len", q_len, 8)
     kv_len = _check_count("kv_len", kv_len, _MAX_TOKENS)
-    grid = _peaked(q_len, kv_len)
-    if weights is not None:
-        grid = _check_weights("weights", weights, (q_len, kv_len))
+    grid = _peaked(q_len, kv_len)  # illustrative weights
     cell = 0.62
     gx, gy = np.arange(kv_len) * cell, -np.arange(q_len) * cell  # centres
     g_left, g_right = gx[0] - cell / 2, gx[-1] + cell / 2
@@ -787,12 +664,7 @@ def draw_cross_attention(
 
 @styled
 def draw_seq2seq_attention(
-    src_len: int = 4,
-    *,
-    weights: Sequence[float] | np.ndarray | torch.Tensor | None = None,
-    src_tokens: Sequence[str] | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
+    src_len: int = 4, *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
     r"""Draw one decoder step of an RNN encoder-decoder with attention.
 
@@ -801,22 +673,12 @@ def draw_seq2seq_attention(
 
     Args:
         src_len: source tokens :math:`S`, 1 to 10.
-        weights: the weights :math:`\alpha_{ij}` over the source, summing
-            to 1; an illustrative row when ``None``.
-        src_tokens: the source tokens; :math:`x_1, \dots, x_S` when
-            ``None``.
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
-
-    Shape:
-        weights: ``(src_len,)``.
     """
     src_len = _check_count("src_len", src_len, _MAX_TOKENS)
     # Illustrative: the decoder reads mostly the second source token.
     alpha = _peaked(src_len, src_len)[min(1, src_len - 1)]
-    if weights is not None:
-        alpha = _check_weights("weights", weights, (src_len,))
-    names = _check_tokens("src_tokens", src_tokens, src_len)
     xs = np.arange(src_len) * 1.2
     span_left, span_right = xs[0] - 0.5, xs[-1] + 0.5
     box_w = max(span_right - span_left, 4.6)
@@ -830,8 +692,8 @@ def draw_seq2seq_attention(
     ax, layout = _new_axes(ax, xlim, ylim, 0.72)
     # Encoder states h_j, scored, weighted and summed into the context.
     for j, (x, a) in enumerate(zip(xs, alpha, strict=True)):
-        token = f"$x_{{{j + 1}}}$" if names is None else _short(names[j])
-        ax.text(x, y_in, token, ha="center", va="center", fontsize=9)
+        ax.text(x, y_in, f"$x_{{{j + 1}}}$", ha="center", va="center",
+                fontsize=9)
         _path(ax, [(x, y_in + 0.2), (x, y_h - 0.27)])
         _rect(ax, x, y_h, f"$h_{{{j + 1}}}$", w=0.7, h=0.54, gid="encoder")
         if j:
@@ -875,9 +737,8 @@ _SKIP_X = _BLOCK_W / 2 + 0.55  # the residual path, right of the boxes
 _UNIT = 2.55  # height of one sublayer with its norm and addition
 
 
-def _sublayer(
-    ax: Axes, base: float, name: str, color: str, norm_first: bool
-) -> float:
+def _sublayer(ax: Axes, base: float, name: str, color: str,
+              norm_first: bool) -> float:
     """One sublayer on a residual branch from ``base``; returns its y."""
     if norm_first:  # x + Sublayer(LayerNorm(x))
         y_norm, y_sub, y_add = base + 0.55, base + 1.4, base + 2.2
@@ -902,11 +763,8 @@ def _sublayer(
 
 @styled
 def draw_transformer_block(
-    *,
-    norm_first: bool = False,
-    decoder: bool = False,
-    ax: Axes | None = None,
-    title: str | None = None,
+    *, norm_first: bool = False, decoder: bool = False,
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     r"""Draw one transformer layer: sublayers, residual paths and norms.
 
@@ -990,10 +848,7 @@ def _kind_panel(ax: Axes, x0: float, allowed: np.ndarray, sides: str) -> None:
 
 @styled
 def draw_attention_kinds(
-    *,
-    src_len: int = 5,
-    tgt_len: int = 4,
-    ax: Axes | None = None,
+    *, src_len: int = 5, tgt_len: int = 4, ax: Axes | None = None,
     title: str | None = None,
 ) -> Axes:
     """Draw the three kinds of attention in a transformer, side by side.
@@ -1057,9 +912,8 @@ def _image_grid(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
     """The image in ``box`` (x, y, w, h), its patch grid and indices."""
     x0, y0, w, h = box
     rows, cols = grid
-    whole = ax.imshow(pixels, extent=(x0, x0 + w, y0, y0 + h),
-                      interpolation="nearest", zorder=2, **shown)
-    whole.set_gid("image")
+    ax.imshow(pixels, extent=(x0, x0 + w, y0, y0 + h), gid="image",
+              interpolation="nearest", zorder=2, **shown)
     cell_w, cell_h = w / cols, h / rows
     for c in range(cols + 1):
         x = x0 + c * cell_w
@@ -1088,9 +942,9 @@ def _tiles(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
         row, slot = divmod(index, per_row)
         x = origin[0] + slot * (_TILE + _TILE_GAP)
         top = origin[1] - row * (_TILE + 0.42)
-        piece = ax.imshow(block, extent=(x, x + _TILE, top - _TILE, top),
-                          interpolation="nearest", zorder=2, **shown)
-        piece.set_gid(f"patch-{index}")
+        ax.imshow(block, extent=(x, x + _TILE, top - _TILE, top),
+                  gid=f"patch-{index}", interpolation="nearest", zorder=2,
+                  **shown)
         _patch(ax, x, top - _TILE, _TILE, _TILE, lw=0.8)
         ax.text(x + _TILE / 2, top - _TILE - 0.08, str(index), ha="center",
                 va="top", fontsize=size, color=_MUTED)
@@ -1098,12 +952,8 @@ def _tiles(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
 
 @styled
 def draw_patches(
-    image: torch.Tensor | np.ndarray,
-    patch_size: int,
-    *,
-    cmap: str = "gray_r",
-    ax: Axes | None = None,
-    title: str | None = None,
+    image: torch.Tensor | np.ndarray, patch_size: int, *,
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     """Draw an image cut into patches, then the patches as a sequence.
 
@@ -1111,10 +961,10 @@ def draw_patches(
     reads them (Dosovitskiy et al., 2021).
 
     Args:
-        image: one image with 1 or 3 channels, shown as it is.
+        image: one image with 1 or 3 channels, shown as it is (one
+            channel in grey, dark for large values).
         patch_size: side :math:`P` of a square patch; it must divide both
             sides of the image (at most 64 patches).
-        cmap: colour map of a one-channel image.
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
 
@@ -1137,9 +987,9 @@ def draw_patches(
             f"{count} patches; at most {_MAX_PATCHES} fit the drawing"
         )
     pixels = array[0] if channels == 1 else array.transpose(1, 2, 0)
-    shown: dict[str, Any] = {}
+    shown: dict[str, Any] = {}  # how a one-channel image is coloured
     if channels == 1:
-        shown = {"cmap": cmap, "vmin": array.min(), "vmax": array.max()}
+        shown = {"cmap": "gray_r", "vmin": array.min(), "vmax": array.max()}
     per_row = min(count, _TILES_PER_ROW)
     tile_rows = -(-count // per_row)
     strip = per_row * _TILE + (per_row - 1) * _TILE_GAP
@@ -1169,11 +1019,8 @@ def draw_patches(
 
 @styled
 def draw_data_parallel(
-    num_devices: int = 2,
-    *,
-    batch_size: int | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
+    num_devices: int = 2, *, batch_size: int | None = None,
+    ax: Axes | None = None, title: str | None = None,
 ) -> Axes:
     r"""Draw one step of data-parallel training on ``num_devices`` devices.
 

@@ -6,7 +6,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
@@ -26,29 +25,21 @@ from ._style import (
     get_axes,
     place_legend,
     styled,
+    subplots,
 )
 
 __all__ = [
-    "plot_attention",
-    "plot_attention_heads",
-    "plot_head_split",
-    "plot_heatmap",
-    "plot_heatmaps",
-    "plot_mask",
-    "plot_masks",
+    "plot_attention", "plot_attention_heads", "plot_head_split",
+    "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks",
 ]
 
+Labels = Sequence[object] | None  # one label per row or column
 _BLOCKED = "#DDDDDD"
 # How plot_mask and plot_masks draw a 0/1 "may attend" matrix.
 _MASK_STYLE: dict[str, Any] = {
-    "xlabel": "key",
-    "ylabel": "query",
-    "cmap": ListedColormap([_BLOCKED, PALETTE[0]]),
-    "vmin": 0.0,
-    "vmax": 1.0,
-    "colorbar": False,
-    "cell_lines": True,
-    "aspect": "equal",
+    "xlabel": "key", "ylabel": "query",
+    "cmap": ListedColormap([_BLOCKED, PALETTE[0]]), "vmin": 0.0, "vmax": 1.0,
+    "colorbar": False, "cell_lines": True, "aspect": "equal",
 }
 # Up to this many cells, an unlabelled axis gets a tick on every cell.
 _TICK_EVERY_CELL = 12
@@ -86,9 +77,8 @@ def _cell_lines(ax: Axes, shape: tuple[int, int]) -> None:
     ax.tick_params(which="minor", length=0)
 
 
-def _write_cells(
-    ax: Axes, image: AxesImage, texts: Sequence[Sequence[str]]
-) -> None:
+def _write_cells(ax: Axes, image: AxesImage,
+                 texts: Sequence[Sequence[str]]) -> None:
     """Write a text in every cell, dark on light colours and vice versa."""
     for (i, j), value in np.ndenumerate(np.asarray(image.get_array())):
         r, g, b, _ = image.cmap(image.norm(value))
@@ -98,7 +88,7 @@ def _write_cells(
 
 
 def _limits(values: np.ndarray, vmin: float | None, vmax: float | None,
-            center: float | None) -> tuple[float, float]:
+            center: float | None = None) -> tuple[float, float]:
     """Colour limits: given, or the data's, or symmetric about ``center``."""
     if center is not None:
         top = float(np.abs(values - center).max()) or 1.0
@@ -112,52 +102,17 @@ def _limits(values: np.ndarray, vmin: float | None, vmax: float | None,
     return low, high
 
 
-def _draw(ax: Axes, values: np.ndarray, limits: tuple[float, float], *,
-          x_labels: list[str] | None, y_labels: list[str] | None,
-          xlabel: str, ylabel: str, title: str | None, cmap: str | Colormap,
-          annotate: bool | str, cell_lines: bool,
-          aspect: Literal["auto", "equal"],
-          cell_text: Sequence[Sequence[str]] | None = None,
-          ticks_top: bool = False) -> AxesImage:
-    """One matrix as an image, with ticks, cell lines and cell texts."""
-    image = ax.imshow(values, cmap=cmap, vmin=limits[0], vmax=limits[1],
-                      aspect=aspect, interpolation="nearest")
-    _set_ticks(ax, x_labels, y_labels, values.shape, ticks_top)
-    if cell_lines:
-        _cell_lines(ax, values.shape)
-    if cell_text is None and annotate:
-        spec = "{:.2f}" if annotate is True else str(annotate)
-        cell_text = [[spec.format(v) for v in row] for row in values]
-    if cell_text is not None:
-        _write_cells(ax, image, cell_text)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    return image
-
-
 @styled
 def plot_heatmap(
-    values: torch.Tensor | np.ndarray | Sequence[Sequence[float]],
-    *,
-    x_labels: Sequence[object] | None = None,
-    y_labels: Sequence[object] | None = None,
-    xlabel: str = "",
-    ylabel: str = "",
-    title: str | None = None,
-    cmap: str | Colormap = "viridis",
-    vmin: float | None = None,
-    vmax: float | None = None,
-    center: float | None = None,
-    colorbar: bool = True,
-    colorbar_label: str = "",
-    annotate: bool | str = False,
-    cell_text: Sequence[Sequence[str]] | None = None,
-    cell_lines: bool = False,
-    ticks_top: bool = False,
-    aspect: Literal["auto", "equal"] = "auto",
-    ax: Axes | None = None,
+    values: torch.Tensor | np.ndarray | Sequence[Sequence[float]], *,
+    x_labels: Labels = None, y_labels: Labels = None,
+    xlabel: str = "", ylabel: str = "", title: str | None = None,
+    cmap: str | Colormap = "viridis", vmin: float | None = None,
+    vmax: float | None = None, center: float | None = None,
+    colorbar: bool = True, colorbar_label: str = "",
+    annotate: bool | str = False, cell_lines: bool = False,
+    cell_text: Sequence[Sequence[str]] | None = None, ticks_top: bool = False,
+    aspect: Literal["auto", "equal"] = "auto", ax: Axes | None = None,
 ) -> Axes:
     """Draw a matrix as a heatmap: row ``i`` at the top, column ``j``.
 
@@ -191,19 +146,28 @@ def plot_heatmap(
         check_len("cell_text", cell_text, rows)
         for i, row in enumerate(cell_text):
             check_len(f"cell_text[{i}]", row, cols)
+    elif annotate:
+        spec = "{:.2f}" if annotate is True else str(annotate)
+        cell_text = [[spec.format(v) for v in row] for row in matrix]
     size = (
         min(0.5 * cols + 2.2, 6.8) if cols <= _TICK_EVERY_CELL else 6.4,
         min(0.4 * rows + 1.4, 4.2) if rows <= _TICK_EVERY_CELL else 3.8,
     )
     ax = get_axes(ax, size)
-    image = _draw(
-        ax, matrix, _limits(matrix, vmin, vmax, center),
-        x_labels=check_labels(x_labels, cols, "x_labels"),
-        y_labels=check_labels(y_labels, rows, "y_labels"),
-        xlabel=xlabel, ylabel=ylabel, title=title, cmap=cmap,
-        annotate=annotate, cell_lines=cell_lines, aspect=aspect,
-        cell_text=cell_text, ticks_top=ticks_top,
-    )
+    low, high = _limits(matrix, vmin, vmax, center)
+    image = ax.imshow(matrix, cmap=cmap, vmin=low, vmax=high, aspect=aspect,
+                      interpolation="nearest")
+    _set_ticks(ax, check_labels(x_labels, cols, "x_labels"),
+               check_labels(y_labels, rows, "y_labels"), (rows, cols),
+               ticks_top)
+    if cell_lines:
+        _cell_lines(ax, (rows, cols))
+    if cell_text is not None:
+        _write_cells(ax, image, cell_text)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, shrink=0.9, label=colorbar_label)
     return ax
@@ -216,31 +180,21 @@ def _panels(count: int, ncols: int | None) -> tuple[list[Axes], int]:
     ncols = min(check_int("ncols", ncols), count)
     nrows = math.ceil(count / ncols)
     size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
-    _, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
-    for spare in grid.ravel()[count:]:
+    _, grid = subplots(nrows, ncols, figsize=size)
+    for spare in grid[count:]:
         spare.set_visible(False)
-    return list(grid.ravel()[:count]), ncols
+    return list(grid[:count]), ncols
 
 
 @styled
 def plot_heatmaps(
-    values: torch.Tensor | np.ndarray | Sequence[Any],
-    *,
-    titles: Sequence[str] | None = None,
-    x_labels: Sequence[object] | None = None,
-    y_labels: Sequence[object] | None = None,
-    xlabel: str = "",
-    ylabel: str = "",
-    cmap: str | Colormap = "viridis",
-    vmin: float | None = None,
-    vmax: float | None = None,
-    center: float | None = None,
-    colorbar: bool = True,
-    colorbar_label: str = "",
-    annotate: bool | str = False,
-    cell_lines: bool = False,
-    aspect: Literal["auto", "equal"] = "auto",
-    ncols: int | None = None,
+    values: torch.Tensor | np.ndarray | Sequence[Any], *,
+    titles: Sequence[str] | None = None, xlabel: str = "", ylabel: str = "",
+    x_labels: Labels = None, y_labels: Labels = None,
+    cmap: str | Colormap = "viridis", vmin: float | None = None,
+    vmax: float | None = None, colorbar: bool = True,
+    colorbar_label: str = "", cell_lines: bool = False,
+    aspect: Literal["auto", "equal"] = "auto", ncols: int | None = None,
     axes: Sequence[Axes] | None = None,
 ) -> np.ndarray:
     """Draw several matrices as heatmaps on one colour scale.
@@ -257,10 +211,8 @@ def plot_heatmaps(
         cmap: colour map.
         vmin: bottom of the shared scale; the smallest value when ``None``.
         vmax: top of the shared scale; the largest value when ``None``.
-        center: the middle of a symmetric scale (diverging maps).
         colorbar: add one colour bar for all panels.
         colorbar_label: its label.
-        annotate: write the values in the cells (see :func:`plot_heatmap`).
         cell_lines: thin white lines between cells.
         aspect: ``"auto"`` or ``"equal"``.
         ncols: panels per row; up to three in a row, 2 x 2 for four.
@@ -283,36 +235,30 @@ def plot_heatmaps(
     else:
         check_len("axes", axes, len(mats))
         panels, ncols = [get_axes(ax) for ax in axes], ncols or len(mats)
-    limits = _limits(np.concatenate([m.ravel() for m in mats]), vmin, vmax,
-                     center)
+    low, high = _limits(np.concatenate([m.ravel() for m in mats]), vmin, vmax)
     for k, (ax, matrix) in enumerate(zip(panels, mats, strict=True)):
         first = k % ncols == 0
-        rows, cols = matrix.shape
+        rows = matrix.shape[0]
         ys = check_labels(y_labels, rows, "y_labels")
-        image = _draw(
-            ax, matrix, limits,
-            x_labels=check_labels(x_labels, cols, "x_labels"),
+        plot_heatmap(
+            matrix, x_labels=x_labels,
             y_labels=ys if first or ys is None else [""] * rows,
             xlabel=xlabel, ylabel=ylabel if first else "",
-            title=names[k] if names else None, cmap=cmap,
-            annotate=annotate, cell_lines=cell_lines, aspect=aspect,
+            title=names[k] if names else None, cmap=cmap, vmin=low,
+            vmax=high, colorbar=False, cell_lines=cell_lines, aspect=aspect,
+            ax=ax,
         )
     if colorbar:
         panels[0].figure.colorbar(
-            image, ax=panels, shrink=0.9, label=colorbar_label
+            panels[-1].images[0], ax=panels, shrink=0.9, label=colorbar_label
         )
     return np.asarray(panels, dtype=object)
 
 
 def plot_attention(
-    weights: torch.Tensor | np.ndarray,
-    *,
-    x_labels: Sequence[object] | None = None,
-    y_labels: Sequence[object] | None = None,
-    xlabel: str = "key",
-    ylabel: str = "query",
-    vmax: float | None = 1.0,
-    **options: Any,
+    weights: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
+    y_labels: Labels = None, xlabel: str = "key", ylabel: str = "query",
+    vmax: float | None = 1.0, **options: Any,
 ) -> Axes:
     """Draw an attention matrix, one row per query, on a 0..1 scale.
 
@@ -335,12 +281,9 @@ def plot_attention(
 
 
 def plot_attention_heads(
-    weights: torch.Tensor | np.ndarray,
-    *,
-    titles: Sequence[str] | None = None,
-    x_labels: Sequence[object] | None = None,
-    y_labels: Sequence[object] | None = None,
-    **options: Any,
+    weights: torch.Tensor | np.ndarray, *,
+    titles: Sequence[str] | None = None, x_labels: Labels = None,
+    y_labels: Labels = None, **options: Any,
 ) -> np.ndarray:
     """Draw the attention weights of several heads on one 0..1 scale.
 
@@ -355,9 +298,8 @@ def plot_attention_heads(
         weights: ``(num_heads, q_len, kv_len)``.
     """
     w = as_array(weights, "weights", 3)
-    options.setdefault("colorbar_label", "attention weight")
-    options.setdefault("xlabel", "key")
-    options.setdefault("ylabel", "query")
+    options = {"colorbar_label": "attention weight", "xlabel": "key",
+               "ylabel": "query", **options}
     titles = titles or [f"head {h}" for h in range(w.shape[0])]
     return plot_heatmaps(w, titles=titles, x_labels=x_labels,
                          y_labels=y_labels, vmin=0.0, vmax=1.0, **options)
@@ -384,12 +326,8 @@ def _mask_legend(ax: Axes) -> None:
 
 @styled
 def plot_mask(
-    mask: torch.Tensor | np.ndarray,
-    *,
-    x_labels: Sequence[object] | None = None,
-    y_labels: Sequence[object] | None = None,
-    legend: bool = True,
-    ax: Axes | None = None,
+    mask: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
+    y_labels: Labels = None, legend: bool = True, ax: Axes | None = None,
     title: str | None = None,
 ) -> Axes:
     """Draw an attention mask: coloured where a query may attend.
@@ -418,8 +356,7 @@ def plot_mask(
 
 @styled
 def plot_masks(
-    masks: Mapping[str, torch.Tensor | np.ndarray],
-    *,
+    masks: Mapping[str, torch.Tensor | np.ndarray], *,
     axes: Sequence[Axes] | None = None,
 ) -> np.ndarray:
     """Draw several masks side by side, titled by their keys.
@@ -438,11 +375,7 @@ def plot_masks(
 
 @styled
 def plot_head_split(
-    seq_len: int,
-    d_model: int,
-    num_heads: int,
-    *,
-    ax: Axes | None = None,
+    seq_len: int, d_model: int, num_heads: int, *, ax: Axes | None = None,
     title: str | None = None,
 ) -> Axes:
     """Draw a ``(seq_len, d_model)`` matrix coloured by each feature's head.

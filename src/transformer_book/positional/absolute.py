@@ -14,10 +14,9 @@ from .._checks import (
     check_tensor,
 )
 
-__all__ = [
-    "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding",
-    "sinusoidal_encoding", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
-]
+__all__ = ["LearnedPositionalEmbedding", "SinusoidalPositionalEncoding",
+           "sinusoidal_encoding", "sinusoidal_frequencies",
+           "sinusoidal_shift_matrix"]
 
 
 def sinusoidal_frequencies(
@@ -82,10 +81,7 @@ def sinusoidal_shift_matrix(
 
 
 class _AddedPositions(nn.Module):
-    """What the two tables share: the entry check of ``x`` and ``offset``.
-
-    ``check_inputs`` is turned off inside a model, which checks at entry.
-    """
+    """What the two tables share: the entry check of ``x`` and ``offset``."""
 
     d_model: int
     max_seq_len: int
@@ -150,9 +146,8 @@ class LearnedPositionalEmbedding(_AddedPositions):
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.max_seq_len = check_int("max_seq_len", max_seq_len)
-        self.init_std = check_number(
-            "init_std", init_std, minimum=0.0, min_inclusive=False
-        )
+        self.init_std = check_number("init_std", init_std, minimum=0.0,
+                                     min_inclusive=False)
         self.embedding = nn.Embedding(max_seq_len, d_model)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.reset_parameters()

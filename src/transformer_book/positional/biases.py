@@ -1,8 +1,5 @@
-"""Biases on the attention scores: ALiBi and T5's relative buckets.
-
-Both give float ``(num_heads, q_len, kv_len)`` biases to pass as
-``attn_mask``.
-"""
+"""Biases on the attention scores, ALiBi and T5's relative buckets: float
+``(num_heads, q_len, kv_len)``, to pass as ``attn_mask``."""
 
 from __future__ import annotations
 
@@ -18,10 +15,8 @@ from .._checks import (
     check_integer_tensor,
 )
 
-__all__ = [
-    "RelativePositionBias", "alibi_bias", "alibi_slopes",
-    "relative_position_bucket",
-]
+__all__ = ["RelativePositionBias", "alibi_bias", "alibi_slopes",
+           "relative_position_bucket"]
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
@@ -127,9 +122,8 @@ class RelativePositionBias(nn.Module):
         self.bidirectional = bidirectional
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self._buckets(torch.zeros(1, dtype=torch.long))  # checks them
-        self.embedding = nn.Embedding(
-            num_buckets, check_int("num_heads", num_heads)
-        )
+        self.embedding = nn.Embedding(num_buckets,
+                                      check_int("num_heads", num_heads))
 
     def _buckets(self, relative: Tensor) -> Tensor:
         return relative_position_bucket(
@@ -140,8 +134,7 @@ class RelativePositionBias(nn.Module):
     def forward(
         self, q_len: int, kv_len: int | None = None, *, q_offset: int = 0
     ) -> Tensor:
-        relative = _relative_positions(
-            q_len, kv_len, q_offset, self.embedding.weight.device
-        )
+        relative = _relative_positions(q_len, kv_len, q_offset,
+                                       self.embedding.weight.device)
         # (q_len, kv_len, H) -> (H, q_len, kv_len)
         return self.embedding(self._buckets(relative)).permute(2, 0, 1)

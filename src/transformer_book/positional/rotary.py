@@ -7,17 +7,16 @@ from torch import Tensor, nn
 
 from .._checks import (
     check_even,
+    check_features,
     check_float_dtype,
     check_int,
     check_number,
-    check_shape,
     check_tensor,
 )
 from .absolute import sinusoidal_frequencies, sinusoidal_shift_matrix
 
-__all__ = [
-    "RotaryEmbedding", "apply_rotary", "rotary_frequencies", "rotary_matrix",
-]
+__all__ = ["RotaryEmbedding", "apply_rotary", "rotary_frequencies",
+           "rotary_matrix"]
 
 _PAIRS = "RoPE rotates pairs of features"
 
@@ -32,9 +31,8 @@ def rotary_frequencies(
         returns ``(head_dim // 2,)``.
     """
     check_even("head_dim", head_dim, why=_PAIRS)
-    return sinusoidal_frequencies(
-        head_dim, base=base, dtype=dtype, device=device
-    )
+    return sinusoidal_frequencies(head_dim, base=base, dtype=dtype,
+                                  device=device)
 
 
 def apply_rotary(
@@ -58,9 +56,8 @@ def apply_rotary(
         - returns the shape and dtype of ``x``.
     """
     check_tensor("x", x, ndim=(3, 4), floating=True)
-    freqs = rotary_frequencies(
-        x.shape[-1], base=base, dtype=torch.float64, device=x.device
-    )
+    freqs = rotary_frequencies(x.shape[-1], base=base, dtype=torch.float64,
+                               device=x.device)
     length = x.shape[-2]
     if positions is None:
         offset = check_int("offset", offset, minimum=0)
@@ -130,17 +127,13 @@ class RotaryEmbedding(nn.Module):
     @property
     def freqs(self) -> Tensor:
         """The frequencies, float64."""
-        return rotary_frequencies(
-            self.head_dim, base=self.base, dtype=torch.float64
-        )
+        return rotary_frequencies(self.head_dim, base=self.base,
+                                  dtype=torch.float64)
 
     def forward(
         self, x: Tensor, *, positions: Tensor | None = None, offset: int = 0
     ) -> Tensor:
         if self.check_inputs:
-            check_tensor("x", x, floating=True)
-            want = f"(..., head_dim={self.head_dim})"
-            check_shape("x", x, (*x.shape[:-1], self.head_dim), want)
-        return apply_rotary(
-            x, positions=positions, offset=offset, base=self.base
-        )
+            check_features("x", x, self.head_dim, "head_dim")
+        return apply_rotary(x, positions=positions, offset=offset,
+                            base=self.base)

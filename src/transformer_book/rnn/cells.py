@@ -7,7 +7,7 @@ Gate order, parameter names and initialisation are PyTorch's, so that
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -22,14 +22,13 @@ from .._checks import (
     check_twin,
 )
 
-__all__ = [
-    "GRUCell", "LSTMCell", "RNNCell", "RNNCellBase", "gru_cell_step",
-    "lstm_cell_step", "rnn_cell_step",
-]
+__all__ = ["GRUCell", "LSTMCell", "RNNCell", "RNNCellBase", "gru_cell_step",
+           "lstm_cell_step", "rnn_cell_step"]
 
 _NONLINEARITIES = ("tanh", "relu")
 _Module = TypeVar("_Module", bound="_Recurrent")
 _Pair = tuple[Tensor, Tensor]
+_Params = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
 
 
 def _pair(state: Any, names: str) -> tuple[Any, Any]:
@@ -54,6 +53,31 @@ class _Recurrent(nn.Module):
         self.input_size = check_int("input_size", input_size)
         self.hidden_size = check_int("hidden_size", hidden_size)
         self.bias = check_bool("bias", bias)
+
+    def _add_weights(
+        self, suffix: str, width: int, like: dict[str, Any]
+    ) -> None:
+        """``weight_ih{suffix}`` ``(G H, width)``, ``weight_hh{suffix}``
+        ``(G H, H)`` and the biases ``(G H,)``, ``None`` without ``bias``."""
+        rows, H = self.num_chunks * self.hidden_size, self.hidden_size
+        shapes = {"weight_ih": (rows, width), "weight_hh": (rows, H),
+                  "bias_ih": (rows,), "bias_hh": (rows,)}
+        for name, shape in shapes.items():
+            keep = self.bias or "weight" in name
+            param = nn.Parameter(torch.empty(shape, **like)) if keep else None
+            self.register_parameter(name + suffix, param)
+
+    def _weights(self, suffix: str = "") -> _Params:
+        """``(weight_ih, weight_hh, bias_ih, bias_hh)``, each + ``suffix``."""
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        return cast(_Params, tuple(getattr(self, n + suffix) for n in names))
+
+    def extra_repr(self) -> str:
+        defaults = {"num_layers": 1, "nonlinearity": "tanh", "bias": True,
+                    "dropout": 0.0, "bidirectional": False}
+        return f"{self.input_size}, {self.hidden_size}" + "".join(
+            f", {k}={getattr(self, k, d)!r}" for k, d in defaults.items()
+            if getattr(self, k, d) != d)
 
     def reset_parameters(self) -> None:
         """Every parameter from U(-1/sqrt(H), 1/sqrt(H)), as in PyTorch."""
@@ -195,8 +219,6 @@ class RNNCellBase(_Recurrent):
     """
 
     _torch_twin: type = nn.RNNCellBase
-    bias_ih: Tensor | None
-    bias_hh: Tensor | None
 
     def __init__(
         self, input_size: int, hidden_size: int, bias: bool = True, *,
@@ -204,21 +226,8 @@ class RNNCellBase(_Recurrent):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(input_size, hidden_size, bias)
-        rows = self.num_chunks * hidden_size
-        like: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.weight_ih = nn.Parameter(torch.empty(rows, input_size, **like))
-        self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size, **like))
-        for name in ("bias_ih", "bias_hh"):
-            param = nn.Parameter(torch.empty(rows, **like)) if bias else None
-            self.register_parameter(name, param)
+        self._add_weights("", input_size, {"device": device, "dtype": dtype})
         self.reset_parameters()
-
-    def extra_repr(self) -> str:
-        bias = "" if self.bias else ", bias=False"
-        return f"{self.input_size}, {self.hidden_size}{bias}"
-
-    def _weights(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-        return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
 
 
 class RNNCell(RNNCellBase):
@@ -234,17 +243,11 @@ class RNNCell(RNNCellBase):
 
     def __init__(
         self, input_size: int, hidden_size: int, bias: bool = True,
-        nonlinearity: str = "tanh", *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        nonlinearity: str = "tanh", **kwargs: Any,
     ) -> None:
         check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
-        super().__init__(input_size, hidden_size, bias, device=device,
-                         dtype=dtype)
+        super().__init__(input_size, hidden_size, bias, **kwargs)
         self.nonlinearity = nonlinearity
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, nonlinearity={self.nonlinearity!r}"
 
     def forward(self, input: Tensor, h: Tensor | None = None) -> Tensor:
         x, (h,), unbatched = self._prepare(input, [h], ["h"])

@@ -20,6 +20,7 @@ from .cells import (
     _NONLINEARITIES,
     _Pair,
     _pair,
+    _Params,
     _Recurrent,
     gru_cell_step,
     lstm_cell_step,
@@ -27,8 +28,6 @@ from .cells import (
 )
 
 __all__ = ["GRU", "LSTM", "RNN", "RNNBase"]
-
-_Params = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
 
 
 class RNNBase(_Recurrent, abc.ABC):
@@ -66,33 +65,18 @@ class RNNBase(_Recurrent, abc.ABC):
             warnings.warn(f"dropout={dropout} acts between layers, so it "
                           "does nothing with num_layers=1", stacklevel=2)
         self.bidirectional = check_bool("bidirectional", bidirectional)
-        self.num_directions = 2 if bidirectional else 1
-        H, rows = hidden_size, self.num_chunks * hidden_size
+        self.num_directions = D = 2 if bidirectional else 1
         like: dict[str, Any] = {"device": device, "dtype": dtype}
         for layer in range(self.num_layers):
             # Layers above the first read both directions of the one below.
-            width = input_size if layer == 0 else self.num_directions * H
-            for direction in range(self.num_directions):
-                shapes = {"weight_ih": (rows, width), "weight_hh": (rows, H),
-                          "bias_ih": (rows,), "bias_hh": (rows,)}
-                for name, shape in shapes.items():
-                    keep = bias or "weight" in name  # a bias may be absent
-                    param = torch.empty(shape, **like) if keep else None
-                    self.register_parameter(
-                        name + self._suffix(layer, direction),
-                        None if param is None else nn.Parameter(param))
+            width = input_size if layer == 0 else D * hidden_size
+            for direction in range(D):
+                self._add_weights(self._suffix(layer, direction), width, like)
         self.reset_parameters()
 
     @staticmethod
     def _suffix(layer: int, direction: int) -> str:
         return f"_l{layer}" + ("_reverse" if direction else "")
-
-    def extra_repr(self) -> str:
-        defaults = {"num_layers": 1, "nonlinearity": "tanh", "bias": True,
-                    "dropout": 0.0, "bidirectional": False}
-        return f"{self.input_size}, {self.hidden_size}" + "".join(
-            f", {k}={getattr(self, k, d)!r}" for k, d in defaults.items()
-            if getattr(self, k, d) != d)
 
     def layer_parameters(self, layer: int, direction: int = 0) -> _Params:
         """``(weight_ih, weight_hh, bias_ih, bias_hh)`` of one layer in one
@@ -101,13 +85,20 @@ class RNNBase(_Recurrent, abc.ABC):
         direction = check_int("direction", direction, minimum=0)
         check_choice("layer", layer, range(self.num_layers))
         check_choice("direction", direction, range(self.num_directions))
-        return self._params(layer, direction)
+        return self._weights(self._suffix(layer, direction))
 
-    def _params(self, layer: int, direction: int) -> _Params:
-        sfx = self._suffix(layer, direction)
-        return (getattr(self, f"weight_ih{sfx}"),
-                getattr(self, f"weight_hh{sfx}"),
-                getattr(self, f"bias_ih{sfx}"), getattr(self, f"bias_hh{sfx}"))
+    def forward(
+        self, input: Tensor, state: Tensor | _Pair | None = None
+    ) -> tuple[Tensor, Tensor | _Pair]:
+        """Run over a sequence: ``(output, h_n)``; an LSTM's state is the
+        pair ``(h, c)``, so it returns ``(output, (h_n, c_n))``."""
+        if self.num_states == 1:
+            output, (h_n,) = self._run(input, [state], ["h0"])
+            return output, h_n
+        names = ["state[0] (h0)", "state[1] (c0)"]
+        output, (h_n, c_n) = self._run(
+            input, [*_pair(state, "(h0, c0)")], names)
+        return output, (h_n, c_n)
 
     @abc.abstractmethod
     def _step(
@@ -117,25 +108,17 @@ class RNNBase(_Recurrent, abc.ABC):
     def _run(
         self, input: Tensor, states: list[Any], names: list[str]
     ) -> tuple[Tensor, list[Tensor]]:
+        """Every layer over every step: the top layer's outputs
+        ``(B, T, D H)`` and the final states, each ``(L D, B, H)``."""
         lead = (self.num_layers * self.num_directions,)
         x, states, unbatched = self._prepare(input, states, names, lead)
         if x.size(1) == 0:
             raise ValueError("input has no time steps (T=0)")
-        output, finals = self._unroll(x, states)
-        if unbatched:  # output (T, D H), each state (L D, H)
-            return output.squeeze(0), [s.squeeze(1) for s in finals]
-        return output, finals
-
-    def _unroll(
-        self, x: Tensor, states: list[Tensor]
-    ) -> tuple[Tensor, list[Tensor]]:
-        """Every layer over every step: the top layer's outputs
-        ``(B, T, D H)`` and the final states, each ``(L D, B, H)``."""
         T, finals = x.size(1), []
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(self.num_directions):
-                params = self._params(layer, direction)
+                params = self.layer_parameters(layer, direction)
                 index = layer * self.num_directions + direction
                 state = tuple(s[index] for s in states)  # each (B, H)
                 hs: list[Tensor] = []
@@ -148,16 +131,11 @@ class RNNBase(_Recurrent, abc.ABC):
             x = torch.cat(outputs, dim=-1)  # (B, T, D H)
             if self.dropout > 0 and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, self.training)
-        return x, [torch.stack([f[k] for f in finals])
-                   for k in range(self.num_states)]
-
-
-def _forward_one_state(
-    self: RNNBase, input: Tensor, h0: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    """Run over a sequence: ``(output, h_n)``."""
-    output, (h_n,) = self._run(input, [h0], ["h0"])
-    return output, h_n
+        states = [torch.stack([f[k] for f in finals])
+                  for k in range(self.num_states)]  # each (L D, B, H)
+        if unbatched:  # output (T, D H), each state (L D, H)
+            return x.squeeze(0), [s.squeeze(1) for s in states]
+        return x, states
 
 
 class RNN(RNNBase):
@@ -175,22 +153,16 @@ class RNN(RNNBase):
 
     def __init__(
         self, input_size: int, hidden_size: int, num_layers: int = 1, *,
-        nonlinearity: str = "tanh", bias: bool = True, dropout: float = 0.0,
-        bidirectional: bool = False, device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        nonlinearity: str = "tanh", **kwargs: Any,
     ) -> None:
         check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
-        super().__init__(input_size, hidden_size, num_layers, bias=bias,
-                         dropout=dropout, bidirectional=bidirectional,
-                         device=device, dtype=dtype)
+        super().__init__(input_size, hidden_size, num_layers, **kwargs)
         self.nonlinearity = nonlinearity
 
     def _step(
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor]:
         return (rnn_cell_step(x, state[0], *params, self.nonlinearity),)
-
-    forward = _forward_one_state
 
 
 class LSTM(RNNBase):
@@ -207,15 +179,6 @@ class LSTM(RNNBase):
     ) -> tuple[Tensor, Tensor]:
         return lstm_cell_step(x, (state[0], state[1]), *params)
 
-    def forward(
-        self, input: Tensor, state: _Pair | None = None
-    ) -> tuple[Tensor, _Pair]:
-        """Run over a sequence: ``(output, (h_n, c_n))``."""
-        names = ["state[0] (h0)", "state[1] (c0)"]
-        output, (h_n, c_n) = self._run(
-            input, [*_pair(state, "(h0, c0)")], names)
-        return output, (h_n, c_n)
-
 
 class GRU(RNNBase):
     """Multi-layer GRU (Cho et al., 2014), equal to ``nn.GRU``. Each layer
@@ -228,5 +191,3 @@ class GRU(RNNBase):
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor]:
         return (gru_cell_step(x, state[0], *params),)
-
-    forward = _forward_one_state

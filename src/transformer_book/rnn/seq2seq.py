@@ -13,13 +13,14 @@ from torch import Tensor, nn
 
 from .._checks import (
     check_bool,
-    check_id_tensor,
+    check_ids,
     check_instance,
     check_int,
     check_integer_tensor,
     check_probability,
     check_shape,
     check_tensor,
+    check_vocab_id,
     skip_inner_checks,
 )
 from ..decoding import generate
@@ -35,9 +36,6 @@ class RNNSeq2SeqConfig:
     """Sizes and special ids of a :class:`RNNSeq2Seq`.
 
     Args:
-        src_vocab_size: the number of source token ids.
-        tgt_vocab_size: the number of target token ids.
-        embed_size: width of the token embeddings.
         hidden_size: width ``H`` of the decoder and each encoder direction.
         attention: Bahdanau attention; ``False`` is Cho et al.'s model.
         attention_size: the attention's hidden width (``None``: ``H``).
@@ -68,16 +66,9 @@ class RNNSeq2SeqConfig:
         check_bool("attention", self.attention)
         check_bool("bidirectional", self.bidirectional)
         check_probability("dropout", self.dropout)
-        for name, vocab in [("pad_id", "src_vocab_size"),
-                            ("pad_id", "tgt_vocab_size"),
-                            ("bos_id", "tgt_vocab_size"),
-                            ("eos_id", "tgt_vocab_size")]:
-            value = check_int(name, getattr(self, name), minimum=0)
-            if value >= getattr(self, vocab):
-                raise ValueError(
-                    f"{name}={value} is outside the vocabulary "
-                    f"({vocab}={getattr(self, vocab)})"
-                )
+        check_vocab_id(self, "pad_id", "src_vocab_size", "tgt_vocab_size")
+        check_vocab_id(self, "bos_id", "tgt_vocab_size")
+        check_vocab_id(self, "eos_id", "tgt_vocab_size")
 
     @property
     def annotation_size(self) -> int:
@@ -120,10 +111,7 @@ class BahdanauAttention(nn.Module):
         return self.k_proj(keys)
 
     def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        mask: Tensor | None = None,
+        self, query: Tensor, keys: Tensor, mask: Tensor | None = None,
         projected_keys: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` over ``keys``: ``(context, weights)``."""
@@ -158,13 +146,6 @@ class BahdanauAttention(nn.Module):
         if projected is not None:
             check_shape("projected_keys", projected,
                         (B, S, self.attention_size), "(B, S, attention_size)")
-
-
-def _check_ids(name: str, ids: Any, vocab_size: int) -> Tensor:
-    check_id_tensor(name, ids, vocab_size, ndim=2)
-    if ids.shape[1] == 0:
-        raise ValueError(f"{name} has no tokens (shape {tuple(ids.shape)})")
-    return ids.long()
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -249,7 +230,7 @@ class RNNSeq2Seq(nn.Module):
               ``(B, annotation_size)`` and the bool mask ``(B, S)``.
         """
         c = self.config
-        src = _check_ids("src", src, c.src_vocab_size)
+        src = check_ids("src", src, c.src_vocab_size)
         mask = self._source_mask(src, src_mask)
         S = src.shape[1]
         lengths = mask.sum(-1)  # (B,)
@@ -302,7 +283,7 @@ class RNNSeq2Seq(nn.Module):
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor
     ) -> Seq2SeqOutput:
         """Teacher-forced logits (and attention weights) of ``tgt_in``."""
-        tgt_in = _check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        tgt_in = check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         step, weights = self._steps(src, src_mask)
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(

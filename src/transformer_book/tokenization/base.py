@@ -15,10 +15,8 @@ from typing import Any, ClassVar, TypeVar, cast
 from .._checks import check_token_ids
 from .._io import atomic_write_bytes
 
-__all__ = [
-    "BOS", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "Tokenizer",
-    "load_tokenizer",
-]
+__all__ = ["BOS", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "Tokenizer",
+           "load_tokenizer"]
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 #: Special tokens shared by all tokenizers, at ids 0, 1, 2.
@@ -59,8 +57,7 @@ def _join(pieces: Iterable[str | bytes]) -> str:
     return "".join(
         _from_bytes(b"".join(cast(Iterable[bytes], run))) if is_bytes
         else "".join(cast(Iterable[str], run))
-        for is_bytes, run in runs
-    )
+        for is_bytes, run in runs)
 
 
 def _subclasses(cls: type[Any]) -> list[type[Any]]:
@@ -70,8 +67,9 @@ def _subclasses(cls: type[Any]) -> list[type[Any]]:
 class Tokenizer(abc.ABC):
     """Text to integer ids and back, with ``save`` and ``load``.
 
-    Subclasses define the vocabulary, ``_encode_text``, ``_decode_ids`` and
-    ``_saved``: the constructor arguments a file holds, with their types.
+    Subclasses define the vocabulary, ``_id_to_token`` (ids past the
+    special tokens), ``_encode_text``, ``_decode_ids`` and ``_saved``: the
+    constructor arguments a file holds, with their types.
     """
 
     special_tokens: ClassVar[tuple[str, ...]] = SPECIAL_TOKENS
@@ -85,13 +83,19 @@ class Tokenizer(abc.ABC):
     def vocab_size(self) -> int:
         """Number of ids, special tokens included."""
 
-    @abc.abstractmethod
     def id_to_token(self, token_id: int) -> str:
         """The text of one token; ``token_to_id`` inverts it."""
+        token_id = self._check_id(token_id)
+        if token_id < len(self.special_tokens):
+            return self.special_tokens[token_id]
+        return self._id_to_token(token_id)
 
     @abc.abstractmethod
     def token_to_id(self, token: str) -> int:
         """The id of a token as ``id_to_token`` shows it (or ``KeyError``)."""
+
+    @abc.abstractmethod
+    def _id_to_token(self, token_id: int) -> str: ...
 
     @abc.abstractmethod
     def _encode_text(self, text: str) -> list[int]: ...
@@ -164,7 +168,6 @@ class Tokenizer(abc.ABC):
         kinds = {k.__name__: k for k in _subclasses(Tokenizer)
                  if not inspect.isabstract(k)}
         kind = str(payload.get("type")) if isinstance(payload, dict) else ""
-        problem = ""
         if not isinstance(payload, dict):
             problem = f"holds {json.dumps(payload)[:20]}, not a JSON object"
         elif payload.get("version") != _FORMAT_VERSION:

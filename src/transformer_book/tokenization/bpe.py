@@ -36,23 +36,13 @@ def _display(data: bytes, special_tokens: Sequence[str]) -> str:
 
     Where that would be ambiguous, ``<`` is written ``<0x3C>`` too.
     """
-    parts: list[tuple[str, bool]] = []  # (text, is an escape)
-    rest = data
-    while rest:
-        try:
-            parts.append((rest.decode("utf-8"), False))
-            break
-        except UnicodeDecodeError as error:
-            parts.append((rest[: error.start].decode("utf-8"), False))
-            bad = rest[error.start : error.end]
-            parts += [(f"<0x{b:02X}>", True) for b in bad]
-            rest = rest[error.end :]
-    text = "".join(p for p, _ in parts)
-    if len(parts) <= 1 and not (
-            text in special_tokens or _BYTE_RE.search(text)):
+    text = data.decode("utf-8", "surrogateescape")  # bad byte b: U+DC00 + b
+    bad = [0xDC80 <= ord(c) <= 0xDCFF for c in text]
+    if not (any(bad) or text in special_tokens or _BYTE_RE.search(text)):
         return text
-    return "".join(p if escape else p.replace("<", "<0x3C>")
-                   for p, escape in parts)
+    return "".join(
+        f"<0x{ord(c) - 0xDC00:02X}>" if escape else c.replace("<", "<0x3C>")
+        for c, escape in zip(text, bad, strict=True))
 
 
 def _parse_display(token: str) -> bytes:
@@ -117,10 +107,7 @@ class BPETokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return len(self._pieces)
 
-    def id_to_token(self, token_id: int) -> str:
-        token_id = self._check_id(token_id)
-        if token_id < _FIRST_BYTE:
-            return self.special_tokens[token_id]
+    def _id_to_token(self, token_id: int) -> str:
         return _display(self._pieces[token_id], self.special_tokens)
 
     def token_to_id(self, token: str | bytes) -> int:

@@ -56,12 +56,9 @@ class CharTokenizer(Tokenizer):
         """Whether ``char`` has its own id (no byte fallback)."""
         return char in self._char_to_id
 
-    def id_to_token(self, token_id: int) -> str:
-        token_id, n = self._check_id(token_id), len(self.special_tokens)
-        if token_id < n:
-            return self.special_tokens[token_id]
+    def _id_to_token(self, token_id: int) -> str:
         if token_id < self._offset:
-            return f"<0x{token_id - n:02X}>"
+            return f"<0x{token_id - len(self.special_tokens):02X}>"
         return self._chars[token_id - self._offset]
 
     def token_to_id(self, token: str) -> int:

@@ -85,11 +85,8 @@ class WordTokenizer(Tokenizer):
         """Whether ``word`` is in the vocabulary."""
         return word in self._word_to_id
 
-    def id_to_token(self, token_id: int) -> str:
-        token_id, n = self._check_id(token_id), len(self.special_tokens)
-        if token_id < n:
-            return self.special_tokens[token_id]
-        return self._words[token_id - n]
+    def _id_to_token(self, token_id: int) -> str:
+        return self._words[token_id - len(self.special_tokens)]
 
     def token_to_id(self, token: str) -> int:
         if token in self.special_tokens:
