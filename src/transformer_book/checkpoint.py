@@ -193,8 +193,9 @@ def load_checkpoint(
         map_location: where tensors are loaded first.
 
     Returns:
-        The saved state: ``"step"``, ``"epoch"``, ``"history"`` (a dict,
-        for ``History.from_dict``), ``"extra"``, ``"rng"``, ``"loop"``.
+        A dict of the saved state, with ``"step"``, ``"epoch"``,
+        ``"history"`` (a dict, for ``History.from_dict``), ``"extra"``,
+        ``"rng"``, ``"loop"``.
 
     Raises:
         ValueError: if the file is damaged or not a checkpoint, its weights

@@ -42,7 +42,7 @@ class NGramLM:
 
     def __init__(
         self, n: int, vocab_size: int, *,
-        smoothing: Smoothing = "witten_bell",
+        smoothing: Literal["witten_bell", "add_k"] = "witten_bell",
         k: float = 1.0,
     ) -> None:
         self.n = check_int("n", n)
@@ -87,7 +87,8 @@ class NGramLM:
         return self
 
     def with_options(
-        self, *, n: int | None = None, smoothing: Smoothing | None = None
+        self, *, n: int | None = None,
+        smoothing: Literal["witten_bell", "add_k"] | None = None,
     ) -> NGramLM:
         """A model of order ``n <= self.n`` or another smoothing that shares
         these counts (refitting one changes the other)."""

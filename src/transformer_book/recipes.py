@@ -52,7 +52,7 @@ from .training import accuracy, cross_entropy, warmup_cosine
 
 __all__ = ["NAMES", "PRESETS", "Recipe", "defaults", "get"]
 
-#: The presets: ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
+#: The presets, ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
 PRESETS = ("cpu", "gpu")
 #: The book's trained models.
 NAMES = ("gpt", "translation", "mlm", "vit")
@@ -166,7 +166,7 @@ class Recipe:
 
     @property
     def warmup_steps(self) -> int:
-        """The warmup: ``sizes["warmup"]``, or a tenth of the steps."""
+        """Warmup steps, ``sizes["warmup"]`` or a tenth of the steps."""
         steps, warmup = self.sizes["steps"], self.sizes["warmup"]
         return steps // 10 if warmup is None else min(warmup, steps - 1)
 
