@@ -215,10 +215,9 @@ def load_checkpoint(
         raise ValueError(f"{path} holds weights that do not fit "
                          f"{type(model).__name__} (a checkpoint of a "
                          f"different config?): {error}") from error
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    if scheduler is not None:
-        scheduler.load_state_dict(state["scheduler"])
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None:
+            obj.load_state_dict(state[name])
     if restore_rng:
         set_random_state(state["rng"], generators, strict=False)
     return state

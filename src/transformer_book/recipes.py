@@ -208,6 +208,14 @@ def _fingerprint(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
+# The sizes that GPT's, the encoder's and ViT's configs share.
+_LAYERS = ("d_model", "num_heads", "num_layers", "dropout")
+
+
+def _pick(sizes: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {name: sizes[name] for name in names}
+
+
 def _rows(batch: tuple[Tensor, ...], rows: slice,
           device: torch.device) -> tuple[Tensor, ...]:
     return tuple(t[rows].to(device) for t in batch)
@@ -233,11 +241,8 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     train_ids = torch.tensor(tokenizer.encode(train_text))
     valid_ids = torch.tensor(tokenizer.encode(valid_text))
     T, B = sizes["block_size"], sizes["batch_size"]
-    config = GPTConfig(
-        vocab_size=tokenizer.vocab_size, max_seq_len=T,
-        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
-        num_layers=sizes["num_layers"], d_ff=sizes["d_ff"],
-        dropout=sizes["dropout"])
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
+                       **_pick(sizes, *_LAYERS, "d_ff"))
     count = (len(valid_ids) - 1) // T  # every non-overlapping window
     valid_x = valid_ids[: count * T].view(count, T)  # (N, T)
     valid_y = valid_ids[1 : count * T + 1].view(count, T)  # (N, T)
@@ -330,11 +335,11 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
             rows = test_tgt[i : i + 500]
             correct += sum(o[: len(t)] == t for o, t in zip(out, rows,
                                                             strict=True))
-            batch = take([(s, [tgt_tok.bos_id] + t) for s, t in zip(
-                test_src[i : i + 500], rows, strict=True)], slice(None),
-                device)
+            targets = data.pad_batch([[tgt_tok.bos_id] + t for t in rows],
+                                     pad, device=device)[0]
             n = sum(len(t) for t in rows)
-            total, tokens = total + float(loss(model, batch)) * n, tokens + n
+            total += float(loss(model, (ids, targets))) * n
+            tokens += n
         return {"loss": total / tokens, "exact_match": correct / len(test_src)}
 
     return Recipe(
@@ -364,9 +369,8 @@ def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     windows = stream[: len(stream) // W * W].view(-1, W)  # (N, W)
     config = EncoderConfig(
         vocab_size=vocab_size, max_seq_len=max(W, sizes["max_len"]),
-        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
-        num_layers=sizes["num_layers"], dropout=sizes["dropout"],
-        pad_id=tokenizer.pad_id, head="mlm", pool="mean")
+        pad_id=tokenizer.pad_id, head="mlm", pool="mean",
+        **_pick(sizes, *_LAYERS))
     mask_generator = torch.Generator().manual_seed(1)
 
     def masked_loss(model: Any, ids: Tensor,
@@ -411,11 +415,8 @@ def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         check_choice("data", sizes["data"], ("mnist-5k", "fashion-mnist"))
         train_x, train_y = data.fashion_mnist("train")
         test_x, test_y = data.fashion_mnist("test")
-    config = ViTConfig(
-        image_size=28, patch_size=sizes["patch_size"],
-        d_model=sizes["d_model"], num_heads=sizes["num_heads"],
-        num_layers=sizes["num_layers"], d_ff=sizes["d_ff"],
-        dropout=sizes["dropout"])
+    config = ViTConfig(image_size=28,
+                       **_pick(sizes, *_LAYERS, "d_ff", "patch_size"))
     B = sizes["batch_size"]
 
     def batches(generator: torch.Generator) -> Iterator[Any]:

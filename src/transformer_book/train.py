@@ -432,22 +432,16 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     with torch.no_grad():
         val = recipe.evaluate(model)["loss"]
     if dist.rank == 0 and args.out is not None:
-        _save_outputs(args, recipe, history)
+        atomic_write_bytes(args.out / "history.json",
+                           json.dumps(history.to_dict()).encode("utf-8"))
+        source = recipe.extras.get("src_tokenizer")  # a translation's
+        if source is not None:
+            source.save(args.out / f"{args.task}.src.tokenizer.json")
     rates = history.metrics.get("tokens_per_s", [])
     return {"step": history.steps[-1], "loss": history.losses[-1],
             "val_loss": val, "world_size": dist.world_size,
             "seconds": seconds,
             "tokens_per_s": sum(rates) / len(rates) if rates else 0.0}
-
-
-def _save_outputs(args: argparse.Namespace, recipe: recipes.Recipe,
-                  history: Any) -> None:
-    """The history, and the source tokenizer of a translation."""
-    atomic_write_bytes(args.out / "history.json",
-                       json.dumps(history.to_dict()).encode("utf-8"))
-    source = recipe.extras.get("src_tokenizer")
-    if source is not None:
-        source.save(args.out / f"{args.task}.src.tokenizer.json")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

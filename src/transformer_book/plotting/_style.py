@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._checks import check_choice, check_int
+from .._checks import check_divisible as _divisible
 
 #: Colours in the order plots use them (colour-blind safe, Okabe-Ito).
 PALETTE: tuple[str, ...] = (
@@ -40,17 +41,13 @@ LEGEND_PLACES: tuple[str, ...] = ("best", "outside", "below", "above", "none")
 #: Matplotlib settings while a helper runs: 150 dpi, about 7 inches wide,
 #: constrained layout so colour bars and outside legends never overlap.
 HOUSE_RC: dict[str, Any] = {
-    "figure.figsize": (6.4, 3.6),
+    "figure.figsize": (6.4, 3.6), "figure.constrained_layout.use": True,
     "figure.dpi": 150, "savefig.dpi": 150, "savefig.bbox": "tight",
-    "figure.constrained_layout.use": True,
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
     "legend.fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9,
-    "axes.spines.top": False, "axes.spines.right": False,
-    "axes.grid": True, "grid.alpha": 0.3,
-    "axes.prop_cycle": cycler(color=list(PALETTE)),
-    "legend.frameon": False,
-    "image.cmap": "viridis",
-    "lines.linewidth": 1.8,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
+    "grid.alpha": 0.3, "legend.frameon": False, "image.cmap": "viridis",
+    "axes.prop_cycle": cycler(color=list(PALETTE)), "lines.linewidth": 1.8,
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,9 +85,8 @@ def get_axes(ax: Axes | None,
     if ax is None:
         return plt.subplots(figsize=figsize)[1]
     if not isinstance(ax, Axes):
-        raise TypeError(
-            f"ax must be matplotlib Axes or None, got {type(ax).__name__}"
-        )
+        raise TypeError("ax must be matplotlib Axes or None, got "
+                        f"{type(ax).__name__}")
     figure = getattr(ax.figure, "figure", ax.figure)  # the root figure
     if isinstance(figure, Figure) and figure.dpi < HOUSE_RC["figure.dpi"]:
         figure.set_dpi(HOUSE_RC["figure.dpi"])
@@ -138,10 +134,7 @@ def check_len(name: str, values: Sized, size: int) -> None:
 def check_divisible(name: str, value: Any, by_name: str, by: Any) -> int:
     """Return ``value // by`` for positive ints, refusing a remainder."""
     value, by = check_int(name, value), check_int(by_name, by)
-    if value % by:
-        raise ValueError(
-            f"{name}={value} is not divisible by {by_name}={by}"
-        )
+    _divisible(name, value, by_name, by)
     return value // by
 
 
@@ -158,16 +151,13 @@ def as_array(values: object, name: str,
         try:
             array = np.asarray(values, dtype=float)
         except (TypeError, ValueError):
-            raise TypeError(
-                f"{name} must be numbers of one rectangular shape, got "
-                f"{type(values).__name__}"
-            ) from None
+            raise TypeError(f"{name} must be numbers of one rectangular "
+                            f"shape, got {type(values).__name__}") from None
     allowed = (ndim,) if isinstance(ndim, int) else ndim
     if allowed and array.ndim not in allowed:
         wanted = " or ".join(f"{d}-D" for d in allowed)
-        raise ValueError(
-            f"{name} must be {wanted}, got shape {tuple(array.shape)}"
-        )
+        raise ValueError(f"{name} must be {wanted}, got shape "
+                         f"{tuple(array.shape)}")
     check_nonempty(name, array.ravel())
     if not np.isfinite(array).all():
         raise ValueError(f"{name} holds NaN or infinite values")
@@ -181,6 +171,15 @@ def check_labels(labels: Sequence[object] | None, size: int,
         return None
     check_len(name, labels, size)
     return [str(label) for label in labels]
+
+
+def finish_chart(ax: Axes, xlabel: str, ylabel: str,
+                 title: str | None) -> Axes:
+    """Name the axes, add the title, return the axes."""
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
 
 
 def place_legend(ax: Axes, where: str | None, *, title: str | None = None,

@@ -21,6 +21,7 @@ from ._style import (
     check_labels,
     check_len,
     check_nonempty,
+    finish_chart,
     get_axes,
     place_legend,
     styled,
@@ -62,9 +63,8 @@ def _check_log(named: Mapping[str, np.ndarray], axis: str) -> None:
     """Refuse values that a logarithmic axis cannot show."""
     for name, values in named.items():
         if (values <= 0).any():
-            raise ValueError(
-                f"{name} must be positive for the logarithmic {axis} axis"
-            )
+            raise ValueError(f"{name} must be positive for the logarithmic "
+                             f"{axis} axis")
 
 
 def _plain_log_labels(axis: Axis, values: np.ndarray) -> None:
@@ -88,19 +88,16 @@ def _draw_curves(ax: Axes, data: list[Curve], markers: bool,
     """One colour, dash and marker per curve; later markers are smaller."""
     for i, (label, cx, y) in enumerate(data):
         style: dict[str, Any] = {"color": PALETTE[i % len(PALETTE)],
-                                 "ls": DASHES[i % len(DASHES)],
-                                 "label": label, "zorder": 3}
+                                 "ls": DASHES[i % len(DASHES)], "label": label}
         if steps:
             style["drawstyle"] = "steps-mid"
         if markers:
             # Every point up to 25, else about a dozen, staggered.
             every = 1 if cx.size <= 25 else math.ceil(cx.size / 12)
-            style.update(
-                marker=MARKERS[i % len(MARKERS)],
-                ms=max(3.0, 7.0 - 1.2 * i),
-                markevery=(i * every // len(data), every),
-            )
-        ax.plot(cx, y, **style)
+            style.update(marker=MARKERS[i % len(MARKERS)],
+                         ms=max(3.0, 7.0 - 1.2 * i),
+                         markevery=(i * every // len(data), every))
+        ax.plot(cx, y, zorder=3, **style)
 
 
 def _draw_references(ax: Axes, data: list[Curve], slopes: Sequence[float],
@@ -123,16 +120,6 @@ def _draw_references(ax: Axes, data: list[Curve], slopes: Sequence[float],
     for k, (label, value) in enumerate(vlines.items()):
         dash = DASHES[(k + 3) % len(DASHES)]
         ax.axvline(value, color=_REFERENCE, ls=dash, lw=1.2, label=label)
-
-
-def _finish_chart(ax: Axes, xlabel: str, ylabel: str,
-                  title: str | None) -> Axes:
-    """Name the axes, add the title, return the axes."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    return ax
 
 
 @styled
@@ -200,7 +187,7 @@ def plot_curves(
     if ylim is not None:
         ax.set_ylim(*ylim)
     place_legend(ax, legend, title=legend_title)
-    return _finish_chart(ax, xlabel, ylabel, title)
+    return finish_chart(ax, xlabel, ylabel, title)
 
 
 def _offset_profile(weights: np.ndarray,
@@ -243,10 +230,8 @@ def plot_attention_offsets(
     w = as_array(weights, "weights", (3, 4))
     w = w.mean(axis=0) if w.ndim == 4 else w
     if w.shape[1] != w.shape[2]:
-        raise ValueError(
-            f"weights must be (H, T, T) or (B, H, T, T), got shape "
-            f"{tuple(np.shape(weights))}"
-        )
+        raise ValueError("weights must be (H, T, T) or (B, H, T, T), got "
+                         f"shape {tuple(np.shape(weights))}")
     heads = w.shape[0]
     names = check_labels(titles, heads, "titles")
     names = names or [f"head {h}" for h in range(heads)]
@@ -256,13 +241,11 @@ def plot_attention_offsets(
     for h in range(heads):
         ax.bar(offsets + (h - (heads - 1) / 2) * width, profile[h],
                width=width, color=PALETTE[h % len(PALETTE)], label=names[h])
-    ax.set_xticks(offsets)
-    ax.set_ylim(0.0, 1.0)
+    ax.set(xticks=offsets, ylim=(0.0, 1.0))
     place_legend(ax, legend)
     what = "(j - i) mod T" if circular else "j - i"
-    return _finish_chart(
-        ax, f"key offset {what}", "mean attention weight", title
-    )
+    return finish_chart(ax, f"key offset {what}", "mean attention weight",
+                        title)
 
 
 @styled
@@ -303,4 +286,4 @@ def plot_word_vectors(
                     fontsize=8)
     if kinds:
         place_legend(ax, legend)
-    return _finish_chart(ax, "principal axis 1", "principal axis 2", title)
+    return finish_chart(ax, "principal axis 1", "principal axis 2", title)

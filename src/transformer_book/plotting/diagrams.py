@@ -116,10 +116,9 @@ def _path(ax: Axes, points: Sequence[Point], *, arrow: bool = True,
         ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, zorder=2,
                 solid_capstyle="round")
     if arrow:
-        ax.add_patch(FancyArrowPatch(
-            points[-2], points[-1], arrowstyle="-|>", mutation_scale=11,
-            color=color, lw=lw, shrinkA=0, shrinkB=0, zorder=2,
-        ))
+        ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>",
+                                     mutation_scale=11, color=color, lw=lw,
+                                     shrinkA=0, shrinkB=0, zorder=2))
     else:
         ax.plot(xs[-2:], ys[-2:], color=color, lw=lw, zorder=2)
 
@@ -127,6 +126,12 @@ def _path(ax: Axes, points: Sequence[Point], *, arrow: bool = True,
 def _dot(ax: Axes, x: float, y: float) -> None:
     """A junction where a line branches."""
     ax.plot([x], [y], "o", color=_LINE, ms=4, zorder=3)
+
+
+def _branch(ax: Axes, points: Sequence[Point], **kwargs: Any) -> None:
+    """A :func:`_path` that branches off a line at a junction dot."""
+    _dot(ax, *points[0])
+    _path(ax, points, **kwargs)
 
 
 def _note(ax: Axes, x: float, y: float, text: str, *, ha: str = "center",
@@ -141,12 +146,10 @@ def _note(ax: Axes, x: float, y: float, text: str, *, ha: str = "center",
 _label = functools.partial(_note, size=9, color=_LINE)
 
 
-def _canvas(ax: Axes, xlim: Limits, ylim: Limits,
-            title: str | None = None) -> Axes:
-    """Set equal-aspect limits, hide the axes, add the title."""
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
+def _canvas(ax: Axes, xlim: Limits, ylim: Limits, title: str | None = None,
+            aspect: str = "equal") -> Axes:
+    """Set the limits and ``aspect``, hide the axes, add the title."""
+    ax.set(xlim=xlim, ylim=ylim, aspect=aspect)
     ax.axis("off")
     if title:
         ax.set_title(title)
@@ -167,8 +170,7 @@ def _finish(ax: Axes, layout: Layout, xlim: Limits, ylim: Limits,
             title: str | None) -> Axes:
     """Set the limits; shrink the drawing's text if it got fewer inches."""
     first, scale, new = layout
-    figure = cast(Figure, ax.get_figure(root=True))
-    width, height = figure.get_size_inches()
+    width, height = cast(Figure, ax.get_figure(root=True)).get_size_inches()
     if not new:
         box = ax.get_position()
         width, height = width * box.width, height * box.height
@@ -186,10 +188,8 @@ def _check_count(name: str, value: object, high: int) -> int:
     """An int in ``1..high``: more would not fit the figure."""
     value = check_int(name, value)
     if value > high:
-        raise ValueError(
-            f"{name}={value} must be between 1 and {high} (more do not "
-            "fit the figure)"
-        )
+        raise ValueError(f"{name}={value} must be between 1 and {high} "
+                         "(more do not fit the figure)")
     return value
 
 
@@ -259,8 +259,7 @@ def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
            y: float) -> None:
     """Gate layers ``(x, function, name)`` fed from the input bus."""
     for x, fn, name in gates:
-        _dot(ax, x, bus)
-        _path(ax, [(x, bus), (x, y - 0.3)])
+        _branch(ax, [(x, bus), (x, y - 0.3)])
         _box(ax, x, y, fn, size=9)
         _note(ax, x - 0.55, y, f"${name}$", ha="right", size=10,
               color="#444444")
@@ -301,16 +300,14 @@ def draw_lstm_cell(
     _path(ax, [(gx, gate_y + 0.3), (gx, mid - 0.25)])
     _path(ax, [(gx, mid + 0.25), (gx, top - 0.25)])
     # h_t = o * tanh(c_t).
-    _dot(ax, hx, top)
-    _path(ax, [(hx, top), (hx, 3.85)], color=_STATE)
+    _branch(ax, [(hx, top), (hx, 3.85)], color=_STATE)
     _rect(ax, hx, 3.6, "tanh", w=0.84, h=0.44, color=_OP, size=9,
           rounding=0.2, lw=1.2)
     _op(ax, hx, gate_y, r"$\times$")
     _path(ax, [(hx, 3.38), (hx, gate_y + 0.25)])
     _path(ax, [(ox + 0.45, gate_y), (hx - 0.25, gate_y)])
     _path(ax, [(hx, gate_y - 0.25), (hx, bus), (10.6, bus)])
-    _dot(ax, 9.2, bus)
-    _path(ax, [(9.2, bus), (9.2, 6.2)])
+    _branch(ax, [(9.2, bus), (9.2, 6.2)])
     ax.text(9.35, 6.2, "$h_t$", ha="left", va="top")
     ax.text(10.6, bus - 0.35, "$h_t$", ha="right", va="top")
     return _canvas(ax, (-0.8, 10.8), (-0.7, 6.4), title)
@@ -331,24 +328,20 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
     zx, rx, wx, nx, mx, px = 2.0, 3.4, 4.8, 6.2, 7.4, 8.6
     _state_line(ax, top, [(zx, r"$\times$"), (px, "+")], ["h_{t-1}", "h_t"])
     # The input bus: h_{t-1} branches down, x_t enters from below.
-    _dot(ax, 0.8, top)
-    _path(ax, [(0.8, top), (0.8, bus), (nx, bus)], arrow=False)
+    _branch(ax, [(0.8, top), (0.8, bus), (nx, bus)], arrow=False)
     _input_from_below(ax, 1.3, bus)
-    gates = [(zx, r"$\sigma$", "z"), (rx, r"$\sigma$", "r"),
-             (nx, "tanh", "n")]
+    gates = [(zx, r"$\sigma$", "z"), (rx, r"$\sigma$", "r"), (nx, "tanh", "n")]
     _gates(ax, gates, bus, gate_y)
     # z keeps part of the old state, 1 - z lets the candidate n in.
     _path(ax, [(zx, gate_y + 0.3), (zx, top - 0.25)])
-    _dot(ax, zx, 3.9)
-    _path(ax, [(zx, 3.9), (mx - 0.27, 3.9)])
+    _branch(ax, [(zx, 3.9), (mx - 0.27, 3.9)])
     _op(ax, mx, 3.9, "1-", r=0.27)
     _op(ax, mx, gate_y, r"$\times$")
     _path(ax, [(mx, 3.63), (mx, gate_y + 0.25)])
     _path(ax, [(nx + 0.45, gate_y), (mx - 0.25, gate_y)])
     _path(ax, [(mx + 0.25, gate_y), (px, gate_y), (px, top - 0.25)])
     # r scales the recurrent term W_hn h + b_hn inside n.
-    _dot(ax, wx, bus)
-    _path(ax, [(wx, bus), (wx, gate_y - 0.21)])
+    _branch(ax, [(wx, bus), (wx, gate_y - 0.21)])
     _box(ax, wx, gate_y, "$W_{hn}h$", w=0.95, h=0.42, color=_OP, size=8)
     _op(ax, wx, 3.1, r"$\times$")
     _path(ax, [(wx, gate_y + 0.21), (wx, 2.85)])
@@ -390,12 +383,8 @@ def plot_tokenization(
             ax.text(x + width / 2, -r, shown, ha="center", va="center",
                     family="monospace", fontsize=8)
             x += width
-    ax.set_xlim(-0.5, max_chars + 1.5)
-    ax.set_ylim(-len(rows) + 0.4, 0.6)
-    ax.axis("off")
-    if title:
-        ax.set_title(title)
-    return ax
+    return _canvas(ax, (-0.5, max_chars + 1.5), (-len(rows) + 0.4, 0.6),
+                   title, aspect="auto")
 
 
 # -- Part II: attention -------------------------------------------------------
@@ -417,8 +406,7 @@ def _weight_bar(ax: Axes, x: float, y: float, width: float,
 
 def _peaked(rows: int, cols: int) -> np.ndarray:
     """Illustrative weights: each row peaks at its own place, sums to 1."""
-    i = np.arange(rows)[:, None]
-    j = np.arange(cols)[None, :]
+    i, j = np.ogrid[:rows, :cols]
     logits = -0.9 * (j - ((i + 0.5) * cols / rows - 0.5)) ** 2
     weights = np.exp(logits - logits.max(axis=1, keepdims=True))
     return weights / weights.sum(axis=1, keepdims=True)
@@ -455,8 +443,7 @@ def draw_qkv_flow(
     # Q enters the scores box high, K low: two arrow heads apart.
     for y, y_in in ((y_q, y_s + 0.18), (y_k, y_s - 0.18)):
         _path(ax, [(3.5, y), (3.75, y), (3.75, y_in), (4.15, y_in)])
-    _rect(ax, 5.05, y_s, r"$QK^\top\!/\sqrt{d_k}$", w=1.8, h=0.72,
-          color=_FUNC)
+    _rect(ax, 5.05, y_s, r"$QK^\top\!/\sqrt{d_k}$", w=1.8, h=0.72, color=_FUNC)
     _note(ax, 5.05, y_s - 0.46, "scores $(N, N)$", va="top")
     steps = [("Softmax", 8.75, 1.3, _FUNC, "over each row")]
     if masked:
@@ -564,9 +551,8 @@ def draw_heads_split_merge(
     mid, height = (top + bottom) / 2, top - bottom
     xlim, ylim = (-0.8, 11.6), (bottom - 0.6, top + 0.95)
     ax, layout = _new_axes(ax, xlim, ylim, 0.565)
-    x_x, x_w, x_split, x_head, x_cat, x_o, x_y = (
-        0.0, 1.7, 3.4, 5.5, 7.6, 9.2, 10.8
-    )
+    x_x, x_w, x_split, x_head, x_cat, x_o, x_y = (0.0, 1.7, 3.4, 5.5, 7.6,
+                                                  9.2, 10.8)
     # X -> W^(q), W^(k), W^(v) -> split into heads.
     _rect(ax, x_x, mid, "$X$", w=0.55, h=height, size=11)
     _path(ax, [(x_x + 0.28, mid), (x_w - 0.6, mid)])
@@ -653,8 +639,7 @@ def draw_cross_attention(
            va="top")
     _note(ax, (x_dec + g_left) / 2 + 0.13, g_top + 0.1, r"$Q = XW^{(q)}$",
           va="bottom")
-    _patch(ax, g_left, g_bottom, g_right - g_left, g_top - g_bottom,
-           zorder=4)
+    _patch(ax, g_left, g_bottom, g_right - g_left, g_top - g_bottom, zorder=4)
     _note(ax, (g_left + g_right) / 2, g_bottom - 0.15,
           f"weights $A$: ${q_len} \\times {kv_len}$\nSoftmax over each row",
           va="top")
@@ -744,9 +729,8 @@ def _sublayer(ax: Axes, base: float, name: str, color: str,
         y_norm, y_sub, y_add = base + 0.55, base + 1.4, base + 2.2
     else:  # LayerNorm(x + Sublayer(x))
         y_sub, y_add, y_norm = base + 0.7, base + 1.55, base + 2.2
-    _dot(ax, 0.0, base)
     skip = [(0.0, base), (_SKIP_X, base), (_SKIP_X, y_add), (0.22, y_add)]
-    _path(ax, skip, color=_STATE)
+    _branch(ax, skip, color=_STATE)
     _rect(ax, 0.0, y_sub, name, w=_BLOCK_W, h=0.7, color=color, size=9,
           gid="sublayer")
     _rect(ax, 0.0, y_norm, "LayerNorm", w=_BLOCK_W * 0.75, h=0.42,
@@ -825,10 +809,8 @@ def draw_transformer_block(
 _token = functools.partial(_circle, r=0.2, lw=0.8, size=7.5)
 _CELL = 0.42  # a cell of the attention-kinds grids
 # Encoder and decoder tokens: dot colour, filled-cell colour, letter.
-_SIDES = {
-    "e": (_ENC, _tint(PALETTE[0], 0.75)),
-    "d": (_PARAM, _tint(PALETTE[1], 0.8)),
-}
+_SIDES = {"e": (_ENC, _tint(PALETTE[0], 0.75)),
+          "d": (_PARAM, _tint(PALETTE[1], 0.8))}
 
 
 def _kind_panel(ax: Axes, x0: float, allowed: np.ndarray, sides: str) -> None:
@@ -893,9 +875,9 @@ def draw_attention_kinds(
         x_mid, y_text = x0 + allowed.shape[1] * _CELL / 2, -rows * _CELL - 0.2
         _label(ax, x_mid, y_text, name, va="top")
         _note(ax, x_mid, y_text - 0.38, rule, va="top", size=8)
-    _note(ax, (xlim[0] + xlim[1]) / 2, ylim[0] + 0.05,
-          "rows: queries    columns: keys    filled: may attend",
-          va="bottom", size=8, color=_LINE)
+    _note(ax, (xlim[0] + xlim[1]) / 2, ylim[0] + 0.05, va="bottom", size=8,
+          text="rows: queries    columns: keys    filled: may attend",
+          color=_LINE)
     return _finish(ax, layout, xlim, ylim, title)
 
 
@@ -915,12 +897,11 @@ def _image_grid(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
     ax.imshow(pixels, extent=(x0, x0 + w, y0, y0 + h), gid="image",
               interpolation="nearest", zorder=2, **shown)
     cell_w, cell_h = w / cols, h / rows
+    line: dict[str, Any] = {"color": PALETTE[3], "lw": 1.0, "zorder": 3}
     for c in range(cols + 1):
-        x = x0 + c * cell_w
-        ax.plot([x, x], [y0, y0 + h], color=PALETTE[3], lw=1.0, zorder=3)
+        ax.plot([x0 + c * cell_w] * 2, [y0, y0 + h], **line)
     for r in range(rows + 1):
-        y = y0 + r * cell_h
-        ax.plot([x0, x0 + w], [y, y], color=PALETTE[3], lw=1.0, zorder=3)
+        ax.plot([x0, x0 + w], [y0 + r * cell_h] * 2, **line)
     white = {"boxstyle": "square,pad=0.1", "facecolor": "white",
              "edgecolor": "none", "alpha": 0.8}
     for index in range(rows * cols):
@@ -942,9 +923,8 @@ def _tiles(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
         row, slot = divmod(index, per_row)
         x = origin[0] + slot * (_TILE + _TILE_GAP)
         top = origin[1] - row * (_TILE + 0.42)
-        ax.imshow(block, extent=(x, x + _TILE, top - _TILE, top),
-                  gid=f"patch-{index}", interpolation="nearest", zorder=2,
-                  **shown)
+        ax.imshow(block, extent=(x, x + _TILE, top - _TILE, top), zorder=2,
+                  gid=f"patch-{index}", interpolation="nearest", **shown)
         _patch(ax, x, top - _TILE, _TILE, _TILE, lw=0.8)
         ax.text(x + _TILE / 2, top - _TILE - 0.08, str(index), ha="center",
                 va="top", fontsize=size, color=_MUTED)
@@ -982,10 +962,9 @@ def draw_patches(
     cols = check_divisible("image width", width, "patch_size", patch_size)
     count = rows * cols
     if count > _MAX_PATCHES:
-        raise ValueError(
-            f"patch_size={patch_size} cuts the {height}x{width} image into "
-            f"{count} patches; at most {_MAX_PATCHES} fit the drawing"
-        )
+        raise ValueError(f"patch_size={patch_size} cuts the {height}x{width} "
+                         f"image into {count} patches; at most "
+                         f"{_MAX_PATCHES} fit the drawing")
     pixels = array[0] if channels == 1 else array.transpose(1, 2, 0)
     shown: dict[str, Any] = {}  # how a one-channel image is coloured
     if channels == 1:
@@ -1009,8 +988,7 @@ def draw_patches(
     origin = ((total_w - strip) / 2, y_tiles)
     _tiles(ax, pixels, shown, patch_size, cols, origin, size)
     _path(ax, [(x0 + img_w / 2, -0.08), (x0 + img_w / 2, y_tiles + 0.1)])
-    _note(ax, x0 + img_w / 2 + 0.15, y_tiles / 2, "read row by row",
-          ha="left")
+    _note(ax, x0 + img_w / 2 + 0.15, y_tiles / 2, "read row by row", ha="left")
     values = patch_size * patch_size * channels
     _note(ax, total_w / 2, bottom - 0.12, f"a sequence of {count} tokens, "
           f"each {patch_size} × {patch_size} × {channels} = {values} values")

@@ -22,16 +22,15 @@ from ._style import (
     check_labels,
     check_len,
     check_nonempty,
+    finish_chart,
     get_axes,
     place_legend,
     styled,
     subplots,
 )
 
-__all__ = [
-    "plot_attention", "plot_attention_heads", "plot_head_split",
-    "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks",
-]
+__all__ = ["plot_attention", "plot_attention_heads", "plot_head_split",
+           "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks"]
 
 Labels = Sequence[object] | None  # one label per row or column
 _BLOCKED = "#DDDDDD"
@@ -149,10 +148,8 @@ def plot_heatmap(
     elif annotate:
         spec = "{:.2f}" if annotate is True else str(annotate)
         cell_text = [[spec.format(v) for v in row] for row in matrix]
-    size = (
-        min(0.5 * cols + 2.2, 6.8) if cols <= _TICK_EVERY_CELL else 6.4,
-        min(0.4 * rows + 1.4, 4.2) if rows <= _TICK_EVERY_CELL else 3.8,
-    )
+    size = (min(0.5 * cols + 2.2, 6.8) if cols <= _TICK_EVERY_CELL else 6.4,
+            min(0.4 * rows + 1.4, 4.2) if rows <= _TICK_EVERY_CELL else 3.8)
     ax = get_axes(ax, size)
     low, high = _limits(matrix, vmin, vmax, center)
     image = ax.imshow(matrix, cmap=cmap, vmin=low, vmax=high, aspect=aspect,
@@ -164,13 +161,9 @@ def plot_heatmap(
         _cell_lines(ax, (rows, cols))
     if cell_text is not None:
         _write_cells(ax, image, cell_text)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, shrink=0.9, label=colorbar_label)
-    return ax
+    return finish_chart(ax, xlabel, ylabel, title)
 
 
 def _panels(count: int, ncols: int | None) -> tuple[list[Axes], int]:
@@ -240,18 +233,15 @@ def plot_heatmaps(
         first = k % ncols == 0
         rows = matrix.shape[0]
         ys = check_labels(y_labels, rows, "y_labels")
-        plot_heatmap(
-            matrix, x_labels=x_labels,
-            y_labels=ys if first or ys is None else [""] * rows,
-            xlabel=xlabel, ylabel=ylabel if first else "",
-            title=names[k] if names else None, cmap=cmap, vmin=low,
-            vmax=high, colorbar=False, cell_lines=cell_lines, aspect=aspect,
-            ax=ax,
-        )
+        plot_heatmap(matrix, x_labels=x_labels,
+                     y_labels=ys if first or ys is None else [""] * rows,
+                     xlabel=xlabel, ylabel=ylabel if first else "",
+                     title=names[k] if names else None, cmap=cmap, vmin=low,
+                     vmax=high, colorbar=False, cell_lines=cell_lines,
+                     aspect=aspect, ax=ax)
     if colorbar:
-        panels[0].figure.colorbar(
-            panels[-1].images[0], ax=panels, shrink=0.9, label=colorbar_label
-        )
+        panels[0].figure.colorbar(panels[-1].images[0], ax=panels,
+                                  shrink=0.9, label=colorbar_label)
     return np.asarray(panels, dtype=object)
 
 
@@ -398,16 +388,13 @@ def plot_head_split(
         ax.text(left + head_dim / 2, -0.7, f"head {h}\nfeatures "
                 f"{h * head_dim}-{(h + 1) * head_dim - 1}", ha="center",
                 va="bottom", fontsize=8)
-    ax.set_xlim(-0.5, d_model - 0.5)
-    ax.set_ylim(seq_len - 0.5, -0.5)
-    ax.set_aspect("equal")
     ax.grid(False)
     _cell_lines(ax, (seq_len, d_model))
-    ax.set_xticks(range(0, d_model, head_dim))
-    ax.set_yticks(range(seq_len))
+    ax.set(xlim=(-0.5, d_model - 0.5), ylim=(seq_len - 0.5, -0.5),
+           aspect="equal", xticks=range(0, d_model, head_dim),
+           yticks=range(seq_len), ylabel="position",
+           xlabel=f"feature (d_model = {d_model}, head_dim = {head_dim})")
     ax.tick_params(length=0)
-    ax.set_xlabel(f"feature (d_model = {d_model}, head_dim = {head_dim})")
-    ax.set_ylabel("position")
     if title:
         ax.set_title(title, pad=34)
     return ax
