@@ -181,11 +181,7 @@ def val_windows(val: Tensor, block_size: int) -> tuple[Tensor, Tensor]:
         - val: ``(n,)``.
         - returns two ``(N, T)`` tensors, ``N = (n - 1) // T``.
     """
-    num = (len(val) - 1) // block_size
-    used = num * block_size
-    x = val[:used].view(num, block_size)  # (n,) -> (N, T)
-    y = val[1 : used + 1].view(num, block_size)  # (n,) -> (N, T)
-    return x, y
+    return data.every_window(val, block_size)
 
 
 @torch.no_grad()

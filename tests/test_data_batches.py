@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -178,3 +179,30 @@ def test_mask_tokens_bad_ids():
         mask_tokens(torch.tensor([[5, 1000]]), mask_id=MASK, vocab_size=VOCAB)
     with pytest.raises(TypeError, match="integer"):
         mask_tokens(torch.ones(2, 3), mask_id=MASK, vocab_size=VOCAB)
+
+
+def test_length_batches_cover_each_pass_and_group_lengths():
+    rng = random.Random(0)
+    src = [[0] * rng.randint(1, 30) for _ in range(200)]
+    one_pass = data.length_batches(src, 4, 50, seed=0)
+    assert len(one_pass) == 50
+    assert sorted(i for b in one_pass for i in b) == list(range(200))
+    # Sorted by length inside chunks of 32 batches: a batch spans little.
+    spans = [max(len(src[i]) for i in b) - min(len(src[i]) for i in b)
+             for b in one_pass]
+    assert max(spans) <= 3
+    longer = data.length_batches(src, 4, 120, seed=0)
+    assert len(longer) == 120
+    assert longer[:50] == one_pass and longer[50:100] == one_pass
+    assert data.length_batches(src, 4, 50, seed=0) == one_pass
+    assert data.length_batches(src, 4, 50, seed=1) != one_pass
+
+
+def test_every_window_reads_each_id_once_and_predicts_the_next():
+    ids = torch.arange(23)
+    x, y = data.every_window(ids, 5)
+    assert x.shape == y.shape == (4, 5)  # (23 - 1) // 5 windows
+    assert torch.equal(x.flatten(), ids[:20])
+    assert torch.equal(y, x + 1)
+    x2, _ = data.every_window(ids, 5, count=2)
+    assert torch.equal(x2, x[:2])

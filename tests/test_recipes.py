@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 
@@ -56,20 +54,3 @@ def test_warmup_is_a_tenth_unless_set_and_below_the_steps():
     assert recipes.get("gpt", steps=50).warmup_steps == 5
     assert recipes.get("translation", steps=10).warmup_steps == 9
     assert recipes.get("translation").warmup_steps == 60
-
-
-def test_length_batches_cover_each_pass_and_group_lengths():
-    rng = random.Random(0)
-    src = [[0] * rng.randint(1, 30) for _ in range(200)]
-    one_pass = recipes._length_batches(src, 4, 50, seed=0)
-    assert len(one_pass) == 50
-    assert sorted(i for b in one_pass for i in b) == list(range(200))
-    # Sorted by length inside chunks of 32 batches: a batch spans little.
-    spans = [max(len(src[i]) for i in b) - min(len(src[i]) for i in b)
-             for b in one_pass]
-    assert max(spans) <= 3
-    longer = recipes._length_batches(src, 4, 120, seed=0)
-    assert len(longer) == 120
-    assert longer[:50] == one_pass and longer[50:100] == one_pass
-    assert recipes._length_batches(src, 4, 50, seed=0) == one_pass
-    assert recipes._length_batches(src, 4, 50, seed=1) != one_pass

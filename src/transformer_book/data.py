@@ -58,7 +58,8 @@ __all__ = [
     "cache_dir", "download", "fashion_mnist", "mask_tokens", "mnist_5k",
     "multi30k", "number_lists", "number_pairs", "number_words", "pad_batch",
     "python_docs_sentences", "python_docs_split", "python_docs_text",
-    "random_shift", "random_windows", "seed_cache", "tiny_shakespeare",
+    "every_window", "length_batches", "random_shift", "random_windows",
+    "seed_cache", "tiny_shakespeare",
 ]
 
 #: Environment variable that chooses the cache directory.
@@ -790,6 +791,44 @@ def random_windows(
     offsets = torch.arange(block_size + 1, device=ids.device)
     windows = ids[starts[:, None] + offsets]  # (B, block_size + 1)
     return windows[:, :-1], windows[:, 1:]
+
+
+def every_window(
+    ids: Tensor, block_size: int, count: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The first ``count`` non-overlapping windows of ``ids`` (every one
+    when ``None``), and the ids that follow: each id after the first is a
+    target at most once, as a validation loss wants.
+
+    Shape:
+        - ids: ``(n,)``; returns inputs and targets ``(N, block_size)``,
+          ``N = (n - 1) // block_size`` when ``count`` is ``None``.
+    """
+    if count is None:
+        count = (len(ids) - 1) // block_size
+    used = count * block_size
+    x = ids[:used].view(count, block_size)
+    y = ids[1 : used + 1].view(count, block_size)
+    return x, y
+
+
+def length_batches(
+    sequences: Sequence[Sequence[Any]], batch_size: int, steps: int,
+    seed: int = 0,
+) -> list[list[int]]:
+    """``steps`` batches of indices, in a shuffled order, in which
+    sequences of similar length share a batch (sorted within chunks of
+    ``32 * batch_size``); a pass too short for ``steps`` is repeated."""
+    chunk, out = 32 * batch_size, []
+    for start in range(0, len(sequences), chunk):
+        part = sorted(range(start, min(start + chunk, len(sequences))),
+                      key=lambda i: len(sequences[i]))
+        out += [part[j : j + batch_size]
+                for j in range(0, len(part), batch_size)]
+    random.Random(seed).shuffle(out)
+    while len(out) < steps:  # more steps than one pass: repeat it
+        out += out[: steps - len(out)]
+    return out[:steps]
 
 
 def random_shift(

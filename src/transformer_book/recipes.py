@@ -243,9 +243,8 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     T, B = sizes["block_size"], sizes["batch_size"]
     config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
                        **_pick(sizes, *_LAYERS, "d_ff"))
-    count = (len(valid_ids) - 1) // T  # every non-overlapping window
-    valid_x = valid_ids[: count * T].view(count, T)  # (N, T)
-    valid_y = valid_ids[1 : count * T + 1].view(count, T)  # (N, T)
+    valid_x, valid_y = data.every_window(valid_ids, T)  # (N, T) each
+    count = len(valid_x)
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
         while True:
@@ -272,21 +271,6 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     )
 
 
-def _length_batches(
-    src: list[list[int]], batch: int, steps: int, seed: int = 0
-) -> list[list[int]]:
-    """``steps`` batches of indices; similar source lengths share one."""
-    chunk, out = 32 * batch, []
-    for start in range(0, len(src), chunk):
-        part = sorted(range(start, min(start + chunk, len(src))),
-                      key=lambda i: len(src[i]))
-        out += [part[j : j + batch] for j in range(0, len(part), batch)]
-    random.Random(seed).shuffle(out)
-    while len(out) < steps:  # more steps than one pass: repeat it
-        out += out[: steps - len(out)]
-    return out[:steps]
-
-
 def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     pairs = data.number_pairs("en", "fr", start=0, stop=sizes["stop"],
                               valid_fraction=0.0, test_fraction=0.1)
@@ -311,7 +295,8 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         dropout=sizes["dropout"], pad_id=pad, norm_first=False, rotary=True)
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
-        for idx in _length_batches(src, sizes["batch_size"], sizes["steps"]):
+        for idx in data.length_batches(src, sizes["batch_size"],
+                                      sizes["steps"]):
             yield [(src[i], tgt[i]) for i in idx]
 
     def take(batch: Any, rows: slice, device: torch.device) -> Any:
