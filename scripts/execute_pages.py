@@ -423,7 +423,7 @@ def main() -> int:
         return 0
 
     # After the report, which does without torch.
-    from transformer_book import data
+    from transformer_book import data, recipes
     from transformer_book._book import DATA_LOG_ENV_VAR, SMOKE_ENV_VAR
     from transformer_book._book import preset as book_preset
     from transformer_book._book import smoke as book_smoke
@@ -464,6 +464,8 @@ def main() -> int:
     # The executor's pool holds one kernel per core: one thread each.
     kernels = os.cpu_count() or 1
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Models that several pages train (recipes.trained), once per build.
+    os.environ.setdefault(recipes.MODELS_ENV_VAR, str(build / "models"))
     threads = int(os.environ['OMP_NUM_THREADS'])
     print(f"{threads} compute thread{'s' if threads != 1 else ''} per page")
 

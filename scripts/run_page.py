@@ -10,6 +10,7 @@ executed notebook is written next to ``_build/pages/`` for inspection.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,9 @@ def main() -> int:
     parser.add_argument("pages", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
+    # Where recipes.trained keeps models, as in the book's build.
+    os.environ.setdefault("TRANSFORMER_BOOK_MODELS",
+                          str(ROOT / "_build" / "models"))
     results = [run(page.resolve(), args.timeout) for page in args.pages]
     return 0 if all(results) else 1
 

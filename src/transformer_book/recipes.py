@@ -23,11 +23,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
+import json
+import os
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,8 +40,9 @@ from torch import Tensor, nn
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 
-from . import data
-from ._checks import check_choice
+from . import data, runtime
+from ._checks import check_choice, check_int
+from ._io import _lock, load_verified, save_verified
 from .models import (
     GPT,
     EncoderConfig,
@@ -48,27 +54,34 @@ from .models import (
     ViTConfig,
 )
 from .tokenization import CharTokenizer, WordTokenizer
-from .training import accuracy, cross_entropy, warmup_cosine
+from .training import History, accuracy, cross_entropy, fit, warmup_cosine
 
-__all__ = ["NAMES", "PRESETS", "Recipe", "defaults", "get"]
+__all__ = ["MODELS_ENV_VAR", "NAMES", "PRESETS", "Recipe", "Trained",
+           "defaults", "get", "models_dir", "trained"]
 
 #: The presets, ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
 PRESETS = ("cpu", "gpu")
 #: The book's trained models.
 NAMES = ("gpt", "translation", "mlm", "vit")
+#: The folder where :func:`trained` keeps its models, if set.
+MODELS_ENV_VAR = "TRANSFORMER_BOOK_MODELS"
 
 # Sizes and hyperparameters, by model and preset: the pages' values.
 # warmup=None means a tenth of the steps.
 _SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt": {  # book/implementation/gpt.md
-        "cpu": dict(data="python-docs", d_model=64, num_heads=4,
-                    num_layers=2, block_size=64, batch_size=32, steps=500,
-                    lr=3e-3, dropout=0.0),
+        # cpu: benchmarks/gpt_char.py's "book" recipe (nanoGPT's CPU
+        # model, one layer fewer, 4x the lr; the cosine ends at `steps`).
+        "cpu": dict(data="tiny-shakespeare", d_model=128, num_heads=4,
+                    num_layers=3, block_size=64, batch_size=12,
+                    steps=1250, lr=4e-3, min_lr=4e-4, warmup=50,
+                    dropout=0.0, bias=False, decay_vectors=False),
         "gpu": dict(data="tiny-shakespeare", d_model=384, num_heads=6,
                     num_layers=6, block_size=256, batch_size=64,
-                    steps=2000, lr=1e-3, dropout=0.2),
-        "all": dict(betas=(0.9, 0.99), weight_decay=0.1, warmup=None,
-                    d_ff=None, text=None, clip_grad_norm=1.0),
+                    steps=2000, lr=1e-3, min_lr=0.0, warmup=None,
+                    dropout=0.2, bias=True, decay_vectors=True),
+        "all": dict(betas=(0.9, 0.99), weight_decay=0.1, d_ff=None,
+                    text=None, clip_grad_norm=1.0),
     },
     "translation": {  # book/implementation/translation.md
         "cpu": dict(stop=1_000, lists=400 * 128, test_lists=2_000,
@@ -150,9 +163,19 @@ class Recipe:
         return build[type(self.config)](self.config)
 
     def optimizer(self, model: nn.Module) -> AdamW:
-        """AdamW with the recipe's learning rate, betas and weight decay."""
+        """AdamW with the recipe's learning rate, betas and weight decay.
+
+        With ``sizes["decay_vectors"]`` False, only matrices and
+        embeddings decay; gains and biases (1-D) do not (nanoGPT's groups).
+        """
         s = self.sizes
-        return AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
+        params: Any = model.parameters()
+        if not s.get("decay_vectors", True):
+            params = [p for p in params if p.requires_grad]
+            params = [{"params": [p for p in params if p.dim() >= 2]},
+                      {"params": [p for p in params if p.dim() < 2],
+                       "weight_decay": 0.0}]
+        return AdamW(params, lr=s["lr"], betas=s["betas"],
                      weight_decay=s["weight_decay"], fused=s.get("fused"))
 
     def batches(self, generator: torch.Generator,
@@ -171,9 +194,12 @@ class Recipe:
         return steps // 10 if warmup is None else min(warmup, steps - 1)
 
     def scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
-        """Linear warmup, then a cosine decay over ``sizes["steps"]``."""
+        """Linear warmup, then a cosine decay over ``sizes["steps"]`` to
+        ``sizes["min_lr"]`` (0 if absent)."""
+        s = self.sizes
         return warmup_cosine(optimizer, warmup_steps=self.warmup_steps,
-                             total_steps=self.sizes["steps"])
+                             total_steps=s["steps"],
+                             min_lr_ratio=s.get("min_lr", 0.0) / s["lr"])
 
 
 def defaults(name: str, preset: str = "cpu") -> dict[str, Any]:
@@ -199,6 +225,128 @@ def get(name: str, preset: str = "cpu", **overrides: Any) -> Recipe:
     builders = {"gpt": _gpt, "translation": _translation, "mlm": _mlm,
                 "vit": _vit}
     return builders[name](name, preset, sizes)
+
+
+@dataclass
+class Trained:
+    """A recipe's model, trained once by :func:`trained`.
+
+    Attributes:
+        model: the trained model, on the CPU, in ``eval()`` mode.
+        recipe: the recipe it was trained with.
+        history: the run's :class:`~transformer_book.training.History`.
+        metrics: the recipe's evaluation after the last step.
+        seconds: the wall time of the training, when it ran.
+        snapshots: the model's state dict after each step asked for.
+    """
+
+    model: nn.Module
+    recipe: Recipe
+    history: History
+    metrics: dict[str, float]
+    seconds: float
+    snapshots: dict[int, dict[str, Tensor]]
+
+
+def models_dir() -> Path:
+    """Where :func:`trained` keeps models: ``$TRANSFORMER_BOOK_MODELS``,
+    else ``models`` in the data cache (:func:`data.cache_dir`)."""
+    explicit = os.environ.get(MODELS_ENV_VAR, "").strip()
+    return Path(explicit).expanduser() if explicit else (
+        data.cache_dir() / "models")
+
+
+@functools.cache
+def _package_hash() -> str:
+    root = Path(__file__).parent
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and "__pycache__" not in p.parts)
+    return _fingerprint(*(part for p in files for part in (
+        str(p.relative_to(root)).encode(), p.read_bytes())))
+
+
+def trained(name: str, preset: str = "cpu", *, seed: int = 0,
+            snapshots: tuple[int, ...] = (), eval_every: int | None = None,
+            progress: bool = False, **overrides: Any) -> Trained:
+    """Recipe ``name`` trained once, then read back from a cache.
+
+    The first call trains ``get(name, preset, **overrides)`` on
+    :func:`runtime.device` and saves the result in :func:`models_dir`,
+    keyed by the recipe's sizes and data, the seed, the snapshots, the
+    evaluations and the package's source; later calls, in any process,
+    load it. Two processes asking at once train it once: the second
+    waits for the first.
+
+    Args:
+        name: one of :data:`NAMES`.
+        preset: one of :data:`PRESETS`.
+        seed: seeds the model's weights and the batches' order.
+        snapshots: steps after which to keep the model's state dict.
+        eval_every: run the recipe's evaluation every this many steps
+            (into the history); ``None``: only at the end.
+        progress: show a progress bar while training.
+        overrides: sizes to change, as in :func:`get`.
+    """
+    recipe = get(name, preset, **overrides)
+    seed = check_int("seed", seed, minimum=0)
+    steps = recipe.sizes["steps"]
+    kept = sorted({check_int("snapshots", s) for s in snapshots})
+    if kept and kept[-1] > steps:
+        raise ValueError(f"snapshots asks for step {kept[-1]}, after the "
+                         f"recipe's last step ({steps})")
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every)
+    key = _fingerprint(json.dumps([name, preset, seed, kept, eval_every,
+                                   repr(sorted(recipe.sizes.items()))]
+                                  ).encode(),
+                       recipe.fingerprint.encode(), _package_hash().encode())
+    path = models_dir() / f"{name}-{preset}-{key[:20]}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        _lock(lock.fileno(), wait=True)  # released when the file closes
+        try:
+            state = load_verified(path)
+        except (FileNotFoundError, ValueError):  # absent or damaged
+            state = _train(recipe, seed, kept, eval_every, progress)
+            save_verified(path, state)
+    model = recipe.model(seed=None)
+    model.load_state_dict(state["model"])
+    return Trained(model.eval(), recipe, History.from_dict(state["history"]),
+                   state["metrics"], state["seconds"], state["snapshots"])
+
+
+def _train(recipe: Recipe, seed: int, kept: list[int],
+           eval_every: int | None, progress: bool) -> dict[str, Any]:
+    device = runtime.device()
+    model = recipe.model(seed).to(device)
+    optimizer = recipe.optimizer(model)
+    snapshots: dict[int, dict[str, Tensor]] = {}
+
+    def keep(done: int) -> None:
+        if done in kept:
+            snapshots[done] = {k: v.detach().to("cpu", copy=True)
+                               for k, v in model.state_dict().items()}
+
+    def batches() -> Iterator[Any]:  # asked for batch k after k steps
+        generator = torch.Generator().manual_seed(seed)
+        for done, batch in enumerate(recipe.batches(generator, device)):
+            keep(done)
+            yield batch
+
+    start = time.perf_counter()
+    history = fit(lambda batch: recipe.loss(model, batch), batches(),
+                  optimizer, scheduler=recipe.scheduler(optimizer),
+                  clip_grad_norm=recipe.sizes["clip_grad_norm"],
+                  eval_fn=(lambda: recipe.evaluate(model))
+                  if eval_every else None, eval_every=eval_every,
+                  model=model, progress=progress, description=recipe.name)
+    keep(recipe.sizes["steps"])
+    model.eval()
+    with torch.no_grad():
+        metrics = recipe.evaluate(model)
+    return {"model": {k: v.to("cpu") for k, v in model.state_dict().items()},
+            "history": history.to_dict(), "metrics": metrics,
+            "seconds": time.perf_counter() - start, "snapshots": snapshots}
 
 
 def _fingerprint(*parts: bytes) -> str:
@@ -242,7 +390,7 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     valid_ids = torch.tensor(tokenizer.encode(valid_text))
     T, B = sizes["block_size"], sizes["batch_size"]
     config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
-                       **_pick(sizes, *_LAYERS, "d_ff"))
+                       **_pick(sizes, *_LAYERS, "d_ff", "bias"))
     valid_x, valid_y = data.every_window(valid_ids, T)  # (N, T) each
     count = len(valid_x)
 
