@@ -16,7 +16,10 @@ It then checks the rules of a page's plumbing (:func:`page_problems`):
   ``BOOK_SMOKE`` or ``book.smoke()`` outside hidden cells;
 - a cell whose output is removed and that draws (``plotting.``, ``plt.``)
   is a figure cell: it is tagged ``hide-input``;
-- every sizes file under ``book/`` belongs to a page and reads cleanly.
+- every sizes file under ``book/`` belongs to a page and reads cleanly;
+- no visible cell reads a name that only a ``remove-cell`` cell defines:
+  the notebook readers download has no such cells
+  (``scripts/reader_notebooks.py``) and must still run top to bottom.
 
 Usage: python scripts/lint_pages.py [PAGE ...] [--root DIR] [--fix]
 Without pages, every ``.md`` page with a kernel under ``ROOT/book`` is
@@ -92,6 +95,40 @@ NEVER_VISIBLE = re.compile(r"set_num_threads|BOOK_SMOKE|book\.smoke\(")
 SIZES_CALL = re.compile(r"book\.sizes\(([^)]*)\)")
 
 
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell binds, and the names it reads."""
+    import ast
+
+    tree = ast.parse("\n".join(line for line in source.splitlines()
+                               if not line.lstrip().startswith(("%", "!"))))
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+def hidden_dependencies(cells: list) -> list[str]:
+    """Visible cells that read a name only ``remove-cell`` cells bind."""
+    problems, visible, hidden = [], set(), set()
+    for index, cell in enumerate(cells):
+        bound, read = _names(cell.source)
+        if "remove-cell" in cell.metadata.get("tags", []):
+            hidden |= bound - visible
+            continue
+        for name in sorted(read & hidden - visible - bound):
+            problems.append(f"code cell {index + 1} reads {name}, which "
+                            "only a remove-cell cell defines")
+        visible |= bound
+    return problems
+
+
 def page_problems(page: Path) -> list[str]:
     """The page's breaches of the plumbing rules (see the module doc)."""
     import jupytext
@@ -118,6 +155,7 @@ def page_problems(page: Path) -> list[str]:
             if index > 0 or call != f'"{page.stem}"' or not sizes.exists():
                 problems.append(f"{where}: book.sizes({call}); expected "
                                 f"{fetch} in the first cell, {sizes.name}")
+    problems += hidden_dependencies(cells)
     if sizes.exists():
         lines = cells[0].source.strip().splitlines() if cells else []
         if fetch not in lines or lines[-1] != "SIZES":

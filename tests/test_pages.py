@@ -420,6 +420,11 @@ def test_every_sizes_file_has_its_page():
          ["sizes live in page.sizes.py"]),
         (cell(HEAD), 'cpu = {"steps": 2}\ngpu = {"step": 200}\n',
          ["only in gpu: ['step']"]),
+        (cell(HEAD) + cell("import math\nn = 3", "remove-cell")
+         + cell("print(math.pi, [n for n in range(2)])"), SIZES_FILE,
+         ["reads math, which only a remove-cell cell defines"]),
+        (cell(HEAD) + cell("n = 3", "remove-cell") + cell("n = 4")
+         + cell("def f(n):\n    return n\nprint(n)"), SIZES_FILE, []),
     ],
 )
 def test_page_problems_finds_each_breach(tmp_path, body, sizes, expected):
