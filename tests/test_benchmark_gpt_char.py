@@ -114,6 +114,28 @@ def test_nanogpt_recipe_is_the_issue_s(bench):
     assert (r.decay_steps, r.max_steps, r.eval_every) == (2000, 2000, 250)
 
 
+def test_book_recipe_is_the_cpu_preset_s_gpt(bench):
+    from transformer_book import recipes
+
+    r, s = bench.RECIPES["book"], recipes.defaults("gpt", "cpu")
+    assert r == bench.book_recipe()
+    assert (r.num_layers, r.num_heads, r.d_model) == (3, 4, 128)
+    assert (r.block_size, r.batch_size) == (64, 12)
+    assert (r.bias, r.dropout) == (False, 0.0)
+    assert (r.lr, r.min_lr, r.warmup_steps) == (s["lr"], s["min_lr"],
+                                                s["warmup"]) == (4e-3,
+                                                                 4e-4, 50)
+    assert (r.decay_steps, r.max_steps) == (s["steps"], 2000) == (1250,
+                                                                  2000)
+    assert (r.betas, r.weight_decay, r.clip_grad_norm) == (
+        s["betas"], s["weight_decay"], s["clip_grad_norm"])
+
+
+def test_load_text_is_the_embedded_copy(bench):
+    text = bench.load_text()
+    assert len(text) == 1_115_394 and text.startswith("First Citizen:")
+
+
 def test_run_stops_at_the_first_evaluation_at_the_target(bench):
     ids, vocab_size = _ids()
     result = bench.run(_tiny(bench), ids, vocab_size, seed=0,

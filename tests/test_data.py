@@ -328,6 +328,32 @@ def test_tiny_shakespeare_is_pinned(tmp_path, monkeypatch):
     assert text.startswith("First Citizen:")
 
 
+def test_tiny_shakespeare_ships_with_the_package(monkeypatch):
+    """The embedded xz copy: no cache, no network, the pinned text."""
+    def no_network(*args, **kwargs):
+        raise AssertionError("tiny_shakespeare made a request")
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    monkeypatch.setenv(data.CACHE_ENV_VAR, "/nonexistent/cache")
+    text = data.tiny_shakespeare()
+    assert len(text) == 1_115_394
+    assert text.startswith("First Citizen:")
+    raw = text.encode()
+    assert hashlib.sha256(raw).hexdigest() == data.TINY_SHAKESPEARE_SHA256
+    reference = SHARED_DATA / "tinyshakespeare.txt"
+    if reference.exists():
+        assert raw == reference.read_bytes()
+
+
+def test_tiny_shakespeare_refuses_a_copy_that_fails_its_checksum(
+    monkeypatch,
+):
+    monkeypatch.setattr(data, "TINY_SHAKESPEARE_SHA256", "0" * 64)
+    with pytest.raises(ValueError, match=r"checksum mismatch for the "
+                       r"embedded tinyshakespeare\.txt\.xz"):
+        data.tiny_shakespeare()
+
+
 @pytest.mark.parametrize("lang", ["en", "fr", "de"])
 def test_fast_generation_matches_num2words(lang):
     """The memoised converter writes exactly what num2words writes."""

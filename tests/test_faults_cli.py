@@ -160,9 +160,9 @@ def test_gpu_preset_without_cache_or_network_is_a_usage_error(
         raise urllib.error.URLError("no network")
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
-    line = usage_error(capsys, ["gpt", "--preset", "gpu", "--device",
+    line = usage_error(capsys, ["vit", "--preset", "gpu", "--device",
                                 "cpu", "--steps", "1", "--no-progress"])
-    assert "--data tiny-shakespeare" in line and "no network" in line
+    assert "--data fashion-mnist" in line and "no network" in line
 
 
 def test_patch_size_that_does_not_divide_the_image(capsys):

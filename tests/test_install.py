@@ -41,6 +41,9 @@ for tool in ("jupyter_book", "myst_nb", "sphinx", "pytest", "mlxtend"):
     assert importlib.util.find_spec(tool) is None, tool
 from transformer_book.tokenization import BPETokenizer, Tokenizer
 assert issubclass(BPETokenizer, Tokenizer)
+from transformer_book import data
+text = data.tiny_shakespeare()  # the wheel's embedded copy, checked
+assert len(text) == 1_115_394 and text.startswith("First Citizen:")
 print("modules:", len(names))
 print("file:", transformer_book.__file__)
 """

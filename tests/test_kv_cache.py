@@ -300,6 +300,31 @@ def test_greedy_generation_is_the_argmax_of_the_full_pass():
     assert torch.equal(out[:, 2:], logits[:, 1:].argmax(-1))
 
 
+def test_cached_step_costs_one_token_of_the_full_pass_in_flops():
+    """FLOPs of the token after position p (written-out attention, as
+    book/implementation/gpt.md counts them): p + 1 times fewer with the
+    cache, L (24 D^2 + 4 D (p + 1)) + 2 D V with it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from transformer_book.attention import set_fused
+
+    model = set_fused(_gpt(max_seq_len=40, bias=False), False)
+    D, L, V = 16, 2, 23
+    ids = torch.randint(V, (1, 40), generator=torch.Generator().manual_seed(0))
+    for p in (1, 7, 39):
+        with torch.no_grad():
+            cache = model.make_cache()
+            model(ids[:, :p], cache=cache)
+            with FlopCounterMode(display=False) as counter:
+                model(ids[:, p : p + 1], cache=cache)
+            cached = counter.get_total_flops()
+            with FlopCounterMode(display=False) as counter:
+                model(ids[:, : p + 1])
+            full = counter.get_total_flops()
+        assert cached == L * (24 * D**2 + 4 * D * (p + 1)) + 2 * D * V
+        assert full == (p + 1) * cached
+
+
 def test_learned_positions_slide_like_the_uncached_model():
     model = _gpt("learned")  # max_seq_len = 10
     prompt = torch.randint(0, 23, (2, 4))

@@ -206,22 +206,23 @@ def test_accumulation_equals_one_step_on_the_whole_batch(
 
 def test_accumulation_differs_from_a_smaller_batch(capsys, text_file):
     """The control: the first micro-batch alone gives another step."""
-    whole = run(capsys, gpt_args(text_file, "--steps", "2"))
-    part = run(capsys, gpt_args(text_file, "--steps", "2",
+    whole = run(capsys, gpt_args(text_file, "--steps", "2", "--warmup", "0"))
+    part = run(capsys, gpt_args(text_file, "--steps", "2", "--warmup", "0",
                                 "--batch-size", "2"))
     assert whole["loss"] != pytest.approx(part["loss"], rel=1e-3)
 
 
 def test_an_interrupted_run_resumes_exactly(capsys, tmp_path, text_file):
     straight = run(capsys, gpt_args(text_file, "--steps", "4", "--dropout",
-                                    "0.1", "--out", str(tmp_path / "a")))
+                                    "0.1", "--warmup", "1",
+                                    "--out", str(tmp_path / "a")))
     first = run(capsys, gpt_args(text_file, "--steps", "4", "--until", "2",
-                                 "--dropout", "0.1",
+                                 "--dropout", "0.1", "--warmup", "1",
                                  "--out", str(tmp_path / "b")))
     assert first["step"] == 2
     resumed = run(capsys, gpt_args(text_file, "--steps", "4", "--dropout",
-                                   "0.1", "--out", str(tmp_path / "b"),
-                                   "--resume"))
+                                   "0.1", "--warmup", "1",
+                                   "--out", str(tmp_path / "b"), "--resume"))
     assert resumed["step"] == 4
     assert resumed["loss"] == straight["loss"]
     history_a = json.loads((tmp_path / "a" / "history.json").read_text())

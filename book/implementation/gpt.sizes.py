@@ -3,17 +3,21 @@
 # cpu and gpu: the presets (same keys); smoke: what a smoke run
 # (BOOK_SMOKE=1) puts in place of gpu's; threads: compute threads.
 
+threads = 1
+
 cpu = {
-    # The Python documentation embedded in CPython, a two-layer model.
-    "dataset": "the Python documentation",
-    "prompt": "The value ",
-    "batch_size": 32,
-    "steps": 500,
-    "eval_every": 100,
-    "long_context": 192,
-    "cache_lengths": (24, 48, 96, 191),
+    # Tiny Shakespeare, a three-layer model (benchmarks/gpt_char.py's
+    # "book" recipe).
+    "dataset": "Tiny Shakespeare",
+    "prompt": "ROMEO:\n",
+    "batch_size": 12,
+    "steps": 1250,
+    "eval_every": 250,
+    "snapshots": (100, 400, 1250),  # the samples' steps; the last: steps
+    "long_context": 1024,
+    "cache_positions": (16, 32, 64, 128, 256, 512, 1023),
     "valid_windows": None,  # None: every window
-    "sample_chars": 60,
+    "sample_chars": 200,
     "restored_chars": 80,
     "strategy_chars": 150,
     "cache_check_tokens": None,  # None: block_size - 1
@@ -28,10 +32,11 @@ gpu = {
     "batch_size": 64,
     "steps": 2000,
     "eval_every": 250,
+    "snapshots": (100, 500, 2000),
     "long_context": 1024,
-    "cache_lengths": (64, 128, 256, 512, 1023),
+    "cache_positions": (16, 32, 64, 128, 256, 512, 1023),
     "valid_windows": None,  # None: every window
-    "sample_chars": 60,
+    "sample_chars": 200,
     "restored_chars": 80,
     "strategy_chars": 150,
     "cache_check_tokens": None,  # None: block_size - 1
@@ -43,7 +48,9 @@ smoke = {
     "steps": 1,
     "eval_every": 1,
     "batch_size": 1,
-    "cache_lengths": (2, 4),
+    "snapshots": (1,),
+    "long_context": 16,
+    "cache_positions": (2, 4),
     "valid_windows": 1,
     "sample_chars": 8,
     "restored_chars": 8,

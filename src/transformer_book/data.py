@@ -17,6 +17,7 @@ import hashlib
 import importlib.resources
 import io
 import json
+import lzma
 import os
 import random
 import re
@@ -54,7 +55,8 @@ __all__ = [
     "CACHE_ENV_VAR", "FASHION_MNIST_BASE_URL", "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_DEBIAN_DIR", "FASHION_MNIST_SHA256", "MULTI30K_BASE_URL",
     "MULTI30K_SHA256", "NUMBER_LANGUAGES", "PYTHON_DOCS_CHAPTERS",
-    "TINY_SHAKESPEARE_SHA256", "TINY_SHAKESPEARE_URL", "NumberPairs",
+    "TINY_SHAKESPEARE_FILE", "TINY_SHAKESPEARE_SHA256",
+    "TINY_SHAKESPEARE_URL", "NumberPairs",
     "cache_dir", "download", "fashion_mnist", "mask_tokens", "mnist_5k",
     "multi30k", "number_lists", "number_pairs", "number_words", "pad_batch",
     "python_docs_sentences", "python_docs_split", "python_docs_text",
@@ -74,6 +76,8 @@ TINY_SHAKESPEARE_URL = (
 TINY_SHAKESPEARE_SHA256 = (
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 )
+#: The copy of Tiny Shakespeare that ships with the package (xz).
+TINY_SHAKESPEARE_FILE = "tinyshakespeare.txt.xz"
 
 #: Folder of Multi30k task 1 (raw, gzipped) in the dataset's repository.
 MULTI30K_BASE_URL = (
@@ -423,11 +427,39 @@ def download(
 def tiny_shakespeare(
     *, cache_dir: str | os.PathLike[str] | None = None
 ) -> str:
-    """Return Tiny Shakespeare (1,115,394 characters), downloaded once from
-    :data:`TINY_SHAKESPEARE_URL` and checked (see :func:`download`)."""
-    path = download(TINY_SHAKESPEARE_URL, TINY_SHAKESPEARE_SHA256,
-                    filename="tinyshakespeare.txt", cache_dir=cache_dir)
-    return path.read_text(encoding="utf-8")
+    """Return Tiny Shakespeare (1,115,394 characters), offline.
+
+    The text ships with the package, xz-compressed
+    (:data:`TINY_SHAKESPEARE_FILE`), and is checked against
+    :data:`TINY_SHAKESPEARE_SHA256` after decompression.
+
+    Args:
+        cache_dir: None (the default) reads the embedded copy. A folder
+            reads the verified copy in that data cache instead, downloaded
+            there once from :data:`TINY_SHAKESPEARE_URL` if it is missing
+            (see :func:`download` and :func:`seed_cache`).
+
+    Returns:
+        The text.
+    """
+    if cache_dir is not None:
+        path = download(TINY_SHAKESPEARE_URL, TINY_SHAKESPEARE_SHA256,
+                        filename="tinyshakespeare.txt", cache_dir=cache_dir)
+        return path.read_text(encoding="utf-8")
+    raw = _embedded_tiny_shakespeare()
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != TINY_SHAKESPEARE_SHA256:
+        raise ValueError(
+            f"checksum mismatch for the embedded {TINY_SHAKESPEARE_FILE}: "
+            f"expected sha256={TINY_SHAKESPEARE_SHA256} of the decompressed "
+            f"text, got {actual}; reinstall transformer-book")
+    return raw.decode("utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded_tiny_shakespeare() -> bytes:
+    resource = importlib.resources.files(__package__) / TINY_SHAKESPEARE_FILE
+    return lzma.decompress(resource.read_bytes())
 
 
 @logs_use

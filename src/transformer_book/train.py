@@ -349,8 +349,9 @@ def _resume(
         if bad:
             raise UsageError(f"--resume: {problem}")
     # A longer run may continue a shorter one: its own schedule.
-    schedule = training.WarmupCosine(warmup_steps=recipe.warmup_steps,
-                                     total_steps=args.steps)
+    schedule = training.WarmupCosine(
+        warmup_steps=recipe.warmup_steps, total_steps=args.steps,
+        min_lr_ratio=recipe.sizes.get("min_lr", 0.0) / recipe.sizes["lr"])
     scheduler.lr_lambdas = [schedule] * len(optimizer.param_groups)
     for group, base in zip(optimizer.param_groups, scheduler.base_lrs,
                            strict=True):
