@@ -8,17 +8,20 @@
 threads = 1
 
 cpu = {
-    # A two-layer encoder, a few hundred MLM steps on one CPU thread.
+    # A two-layer encoder, 1,000 MLM steps on one CPU thread.
     "mlm_batch": 32,
-    "mlm_steps": 300,
-    "labels_per_class": (8, 32),
-    "finetune_steps": 80,
-    "finetune_epochs": 2,
+    "mlm_steps": 1000,
+    # Fine-tuning: labelled sentences per chapter, runs (seeds) per
+    # count, and steps of 16 sentences per run.
+    "labels_per_class": (16, 64),
+    "finetune_seeds": 3,
+    "finetune_steps": 100,
     "random_size": 128,
     "random_epochs": 30,
     "held_out": 256,
-    "rnn_epochs": 1,
-    "step_cap": None,
+    # The LSTM and the attention classifier on the chapter task.
+    "rnn_width": 64,
+    "rnn_epochs": 12,
     "test_sentences": None,  # None: 30% of the sentences
     "max_len": 32,
     "bow_steps": 100,
@@ -28,14 +31,14 @@ gpu = {
     # A wider, deeper encoder and longer pre-training on a GPU.
     "mlm_batch": 128,
     "mlm_steps": 3000,
-    "labels_per_class": (8, 32, 128),
-    "finetune_steps": 100,
-    "finetune_epochs": 5,
+    "labels_per_class": (16, 64, 128),
+    "finetune_seeds": 3,
+    "finetune_steps": 200,
     "random_size": 192,
     "random_epochs": 60,
     "held_out": 634,
-    "rnn_epochs": 5,
-    "step_cap": None,
+    "rnn_width": 256,
+    "rnn_epochs": 20,
     "test_sentences": None,  # None: 30% of the sentences
     "max_len": 32,
     "bow_steps": 100,
@@ -44,14 +47,14 @@ gpu = {
 smoke = {
     "mlm_steps": 2,
     "mlm_batch": 8,
+    "labels_per_class": (2,),
+    "finetune_seeds": 2,
     "finetune_steps": 1,
-    "finetune_epochs": 1,
     "random_size": 16,
     "random_epochs": 2,
     "held_out": 32,
+    "rnn_width": 16,
     "rnn_epochs": 1,
-    "step_cap": 1,
-    "labels_per_class": (8,),
     "test_sentences": 32,
     "max_len": 8,
     "bow_steps": 2,
