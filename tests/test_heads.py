@@ -54,9 +54,28 @@ def test_mean_pooling_ignores_padding():
     assert not torch.allclose(head.pooled(x), pooled)
 
 
+def test_max_pooling_ignores_padding():
+    head = ClassificationHead(8, 3, pool="max").double()
+    x = -torch.rand(3, 6, 8, dtype=torch.float64)  # all negative
+    lengths = [6, 4, 1]
+    mask = padding_mask(lengths, 6)  # (B, 1, 1, T)
+    pooled = head.pooled(x, mask)
+    for b, n in enumerate(lengths):
+        torch.testing.assert_close(pooled[b], x[b, :n].amax(0))
+    # Padding that holds zeros, larger than every real value, is not read.
+    y = x.clone()
+    y[1, 4:] = 0.0
+    y[2, 1:] = 100.0
+    assert torch.equal(head(x, mask), head(y, mask))
+    assert torch.equal(head(x, mask), head(x, mask[:, 0, 0]))
+    assert torch.equal(head.pooled(y), y.amax(1))  # no mask: every position
+    with pytest.raises(ValueError, match="no real token"):
+        head(x, torch.zeros(3, 6, dtype=torch.bool))
+
+
 def test_classification_head_bad_inputs():
-    with pytest.raises(ValueError, match="pool='max'"):
-        ClassificationHead(8, 2, pool="max")
+    with pytest.raises(ValueError, match="pool='sum'"):
+        ClassificationHead(8, 2, pool="sum")
     head = ClassificationHead(8, 2, pool="mean")
     with pytest.raises(ValueError, match="d_model=8"):
         head(torch.randn(2, 3, 7))

@@ -2,6 +2,10 @@
 # cpu and gpu: the presets (same keys); smoke: what a smoke run
 # (BOOK_SMOKE=1) puts in place of gpu's; threads: compute threads.
 
+# One thread, as the book build runs its pages; the throughput sections
+# report the thread count with their numbers.
+threads = 1
+
 cpu = {
     # A one-block GPT of about 20,000 parameters; one run of 200 steps
     # takes about two seconds on one CPU thread.
@@ -21,6 +25,11 @@ cpu = {
     "valid_windows": 64,  # None: every window
     "resume_steps": (40, 20),
     "resume_warmup": 5,
+    # Dropout: a slice small enough to memorise, read about 60 times.
+    "dropout_chars": 2000,
+    "dropout_steps": 250,
+    "dropout_eval_every": 25,
+    "dropout": 0.2,
 }
 
 gpu = {
@@ -40,6 +49,10 @@ gpu = {
     "valid_windows": 64,  # None: every window
     "resume_steps": (40, 20),
     "resume_warmup": 5,
+    "dropout_chars": 20000,
+    "dropout_steps": 1000,
+    "dropout_eval_every": 50,
+    "dropout": 0.2,
 }
 
 smoke = {
@@ -54,4 +67,6 @@ smoke = {
     "valid_windows": 4,
     "resume_steps": (2, 1),
     "resume_warmup": 1,
+    "dropout_steps": 2,
+    "dropout_eval_every": 2,
 }

@@ -63,7 +63,8 @@ class ClassificationHead(_Head):
     r"""One label per sequence: :math:`W\, \mathrm{pool}(h) + b`.
 
     ``pool="cls"`` reads position 0 (BERT's ``[CLS]``, Devlin et al., 2019);
-    ``"mean"`` averages the real tokens. There is no ``tanh`` pooler.
+    ``"mean"`` averages the real tokens and ``"max"`` takes each feature's
+    largest value over them. There is no ``tanh`` pooler.
 
     Shape:
         - x: ``(B, T, d_model)``.
@@ -78,7 +79,7 @@ class ClassificationHead(_Head):
     ) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
-        self.pool = check_choice("pool", pool, ("cls", "mean"))
+        self.pool = check_choice("pool", pool, ("cls", "mean", "max"))
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.proj = nn.Linear(d_model, check_int("num_classes", num_classes))
 
@@ -89,6 +90,10 @@ class ClassificationHead(_Head):
             padding_mask, x, self.pool)
         if self.pool == "cls":
             return x[:, 0]
+        if self.pool == "max":  # padding becomes -inf, never the largest
+            kept = x if mask is None else x.masked_fill(
+                ~mask[..., None], float("-inf"))
+            return kept.amax(dim=1)  # (B, d_model)
         if mask is None:
             return x.mean(dim=1)
         # where, not multiply: padding may hold inf or NaN.
