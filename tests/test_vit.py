@@ -301,3 +301,20 @@ def test_mean_attention_distance():
     with capture_attention(model) as weights:
         model(torch.rand(2, 1, 8, 8))
     assert mean_attention_distance(weights).shape == (2, 2)
+
+
+def test_the_two_vit_chapters_ask_for_the_same_trained_model():
+    # training-vit.md trains recipes.trained("vit"), what-vit-sees.md reads
+    # it back: only the same arguments make the same cache entry.
+    from pathlib import Path
+
+    from transformer_book import _book, recipes
+
+    folder = Path(__file__).resolve().parents[1] / "book" / "vision"
+    trains, reads = (_book.read_sizes(folder / f"{page}.sizes.py")
+                     for page in ("training-vit", "what-vit-sees"))
+    for preset in ("cpu", "gpu", "smoke"):
+        for key in ("vit", "eval_every"):
+            assert trains[preset][key] == reads[preset][key], (preset, key)
+    for preset in ("cpu", "gpu", "smoke"):  # overrides: the recipe's sizes
+        assert recipes.defaults("vit").keys() >= trains[preset]["vit"].keys()

@@ -5,11 +5,13 @@ the script's code paths, the ``gpu`` preset's Fashion-MNIST included, run
 end to end and print the JSON line the issue asks for.
 """
 
+import csv
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_book import data, recipes
 
@@ -67,3 +69,28 @@ def test_fashion_mnist_path_runs_on_cpu(benchmark, capsys, tmp_path,
     assert _last_json(capsys) == result
     assert result["data"] == "fashion-mnist"
     assert 0.0 <= result["test_accuracy"] <= 1.0
+
+
+def test_sweep_writes_one_row_per_model(benchmark, tmp_path, capsys):
+    """Both models at two sizes, a patch size, one seed: one epoch each."""
+    path = tmp_path / "sweep.csv"
+    rows = benchmark.sweep(str(path), [0], torch.device("cpu"),
+                           train_sizes=(500, 4000), patch_sizes=(7, 14),
+                           steps=2, batch_size=2000, d_model=16,
+                           num_layers=1, d_ff=32)
+    with open(path) as file:
+        read = list(csv.DictReader(file))
+    assert [tuple(r) for r in read] == [benchmark.COLUMNS] * len(read)
+    assert [(r["model"], r["patch_size"], r["train_size"]) for r in read] == [
+        ("ViT", "7", "500"), ("ViT", "7", "4000"), ("CNN", "7", "500"),
+        ("CNN", "7", "4000"), ("ViT", "14", "4000")]
+    # The same number of epochs, so fewer steps for fewer images.
+    assert [r["steps"] for r in rows] == [1, 2, 1, 2, 2]
+    assert all(r["epochs"] == 1 for r in rows)
+    assert all(0.0 <= float(r["test_accuracy"]) <= 1.0 for r in read)
+
+
+def test_epochs_of_counts_whole_passes(benchmark):
+    sizes = {"steps": 640, "batch_size": 128}
+    assert benchmark.epochs_of(sizes, 4000) == 20  # 32 batches a pass
+    assert benchmark.epochs_of(sizes, 500) == 160
