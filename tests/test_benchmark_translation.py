@@ -17,10 +17,12 @@ def bench(load_benchmark):
 
 
 def test_recipe_is_the_book_s(bench):
-    """The transformer is ``recipes``' translation model; the RNN trains
-    on the recipe's batches of 16."""
-    recipe = recipes.get("translation", "cpu", steps=2)
+    """The transformer is ``recipes``' translation model, on Part I's task;
+    the RNN trains on the recipe's batches of 16."""
+    recipe = recipes.get("translation", "cpu", steps=2, **bench.TASK)
     assert recipe.config.norm_first is False and recipe.config.rotary
+    assert (recipe.sizes["stop"], recipe.sizes["max_numbers"]) == (1_000, 4)
+    assert len(recipe.extras["test_lists"]) == 2_000
     assert recipe.sizes["batch_size"] == bench.RNN["batch_size"] == 16
     assert recipe.sizes["label_smoothing"] == 0.1
     optimizer = recipe.optimizer(recipe.model())
