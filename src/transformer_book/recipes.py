@@ -81,38 +81,41 @@ _SIZES: dict[str, dict[str, dict[str, Any]]] = {
                     steps=2000, lr=1e-3, min_lr=0.0, warmup=None,
                     dropout=0.2, bias=True, decay_vectors=True),
         "all": dict(betas=(0.9, 0.99), weight_decay=0.1, d_ff=None,
-                    text=None, clip_grad_norm=1.0),
+                    text=None, clip_grad_norm=1.0, valid_windows=None),
     },
     "translation": {  # book/implementation/translation.md
-        "cpu": dict(stop=1_000, lists=400 * 128, test_lists=2_000,
-                    steps=1_200, batch_size=16, d_model=64, num_heads=2,
-                    enc_layers=2, dec_layers=3, d_ff=128, lr=3e-3,
-                    warmup=60),
-        "gpu": dict(stop=10_000, lists=1_500 * 256, test_lists=5_000,
-                    steps=1_125, batch_size=256, d_model=128, num_heads=4,
-                    enc_layers=3, dec_layers=3, d_ff=512, lr=2e-3,
-                    warmup=200),
-        "all": dict(max_numbers=4, betas=(0.9, 0.98), weight_decay=0.01,
+        "cpu": dict(stop=10_000, max_numbers=6, lists=4_800,
+                    test_lists=1_000, steps=300, batch_size=16, d_model=64,
+                    num_heads=2, enc_layers=2, dec_layers=3, d_ff=128,
+                    lr=3e-3, warmup=60),
+        "gpu": dict(stop=10_000, max_numbers=6, lists=1_500 * 256,
+                    test_lists=5_000, steps=1_125, batch_size=256,
+                    d_model=128, num_heads=4, enc_layers=3, dec_layers=3,
+                    d_ff=512, lr=2e-3, warmup=200),
+        "all": dict(betas=(0.9, 0.98), weight_decay=0.01,
                     label_smoothing=0.1, dropout=0.0, clip_grad_norm=1.0,
                     fused=True),
     },
     "mlm": {  # book/implementation/encoder.md
+        # cpu: no dropout and 30% masked, so that 1,000 short steps
+        # learn more than word frequencies.
         "cpu": dict(d_model=64, num_heads=4, num_layers=2, window=32,
-                    batch_size=32, steps=300, lr=2e-3),
+                    batch_size=32, steps=1000, lr=5e-3, dropout=0.0),
         "gpu": dict(d_model=256, num_heads=8, num_layers=4, window=64,
-                    batch_size=128, steps=3000, lr=1e-3),
-        "all": dict(max_len=32, dropout=0.1, betas=(0.9, 0.999),
-                    weight_decay=0.01, warmup=None, prob=0.15,
-                    clip_grad_norm=None),
+                    batch_size=128, steps=3000, lr=1e-3, dropout=0.1),
+        "all": dict(max_len=32, betas=(0.9, 0.999), weight_decay=0.01,
+                    warmup=None, prob=0.3, clip_grad_norm=None),
     },
-    "vit": {  # book/vision/training-vit.md
-        "cpu": dict(data="mnist-5k", steps=960, batch_size=32, lr=4e-3,
-                    d_model=64, num_layers=3, d_ff=128),
+    "vit": {  # book/vision/training-vit.md, what-vit-sees.md
+        # cpu: 35 epochs of the 4,000 digits (63 batches each).
+        "cpu": dict(data="mnist-5k", steps=2205, batch_size=64, lr=3e-3,
+                    d_model=64, num_layers=3, d_ff=128, weight_decay=0.1),
         "gpu": dict(data="fashion-mnist", steps=4000, batch_size=256,
-                    lr=2e-3, d_model=128, num_layers=6, d_ff=256),
+                    lr=2e-3, d_model=128, num_layers=6, d_ff=256,
+                    weight_decay=0.05),
         "all": dict(num_heads=4, patch_size=7, dropout=0.0, max_shift=1,
-                    label_smoothing=0.1, betas=(0.9, 0.999),
-                    weight_decay=0.05, warmup=None, clip_grad_norm=None),
+                    train_size=None, label_smoothing=0.1, betas=(0.9, 0.999),
+                    warmup=None, clip_grad_norm=None),
     },
 }
 
@@ -391,7 +394,8 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     T, B = sizes["block_size"], sizes["batch_size"]
     config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
                        **_pick(sizes, *_LAYERS, "d_ff", "bias"))
-    valid_x, valid_y = data.every_window(valid_ids, T)  # (N, T) each
+    valid_x, valid_y = data.every_window(  # (N, T) each; None: all
+        valid_ids, T, sizes["valid_windows"])
     count = len(valid_x)
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
@@ -435,6 +439,7 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
            for _, fr in train_lists]
     test_src = [src_tok.encode(en) for en, _ in test_lists]
     test_tgt = [tgt_tok.encode(fr, eos=True) for _, fr in test_lists]
+    max_new = max(map(len, test_tgt), default=0) + 2  # tokens to generate
     config = Seq2SeqTransformerConfig(
         src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
         max_seq_len=128, d_model=sizes["d_model"],
@@ -463,7 +468,7 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         correct, total, tokens = 0, 0.0, 0
         for i in range(0, len(test_src), 500):
             ids = data.pad_batch(test_src[i : i + 500], pad, device=device)[0]
-            out = model.generate(ids, 60, bos_id=tgt_tok.bos_id,
+            out = model.generate(ids, max_new, bos_id=tgt_tok.bos_id,
                                  eos_id=tgt_tok.eos_id).tolist()
             rows = test_tgt[i : i + 500]
             correct += sum(o[: len(t)] == t for o, t in zip(out, rows,
@@ -548,6 +553,13 @@ def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         check_choice("data", sizes["data"], ("mnist-5k", "fashion-mnist"))
         train_x, train_y = data.fashion_mnist("train")
         test_x, test_y = data.fashion_mnist("test")
+    if sizes["train_size"] is not None:  # the first n / 10 of every class
+        per_class = check_int("train_size", sizes["train_size"],
+                              minimum=10) // 10
+        keep = torch.zeros(len(train_y), dtype=torch.bool)
+        for digit in range(10):
+            keep[(train_y == digit).nonzero()[:per_class, 0]] = True
+        train_x, train_y = train_x[keep], train_y[keep]
     config = ViTConfig(image_size=28,
                        **_pick(sizes, *_LAYERS, "d_ff", "patch_size"))
     B = sizes["batch_size"]
