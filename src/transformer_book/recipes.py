@@ -439,13 +439,11 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
            for _, fr in train_lists]
     test_src = [src_tok.encode(en) for en, _ in test_lists]
     test_tgt = [tgt_tok.encode(fr, eos=True) for _, fr in test_lists]
-    max_new = max(map(len, test_tgt), default=0) + 2  # tokens to generate
     config = Seq2SeqTransformerConfig(
         src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
-        max_seq_len=128, d_model=sizes["d_model"],
-        num_heads=sizes["num_heads"], num_encoder_layers=sizes["enc_layers"],
-        num_decoder_layers=sizes["dec_layers"], d_ff=sizes["d_ff"],
-        dropout=sizes["dropout"], pad_id=pad, norm_first=False, rotary=True)
+        max_seq_len=128, num_encoder_layers=sizes["enc_layers"],
+        num_decoder_layers=sizes["dec_layers"], pad_id=pad, norm_first=False,
+        rotary=True, **_pick(sizes, "d_model", "num_heads", "d_ff", "dropout"))
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
         for idx in data.length_batches(src, sizes["batch_size"],
@@ -468,9 +466,10 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         correct, total, tokens = 0, 0.0, 0
         for i in range(0, len(test_src), 500):
             ids = data.pad_batch(test_src[i : i + 500], pad, device=device)[0]
-            out = model.generate(ids, max_new, bos_id=tgt_tok.bos_id,
+            rows = test_tgt[i : i + 500]  # generated: the longest and 2
+            out = model.generate(ids, max(map(len, rows)) + 2,
+                                 bos_id=tgt_tok.bos_id,
                                  eos_id=tgt_tok.eos_id).tolist()
-            rows = test_tgt[i : i + 500]
             correct += sum(o[: len(t)] == t for o, t in zip(out, rows,
                                                             strict=True))
             targets = data.pad_batch([[tgt_tok.bos_id] + t for t in rows],
