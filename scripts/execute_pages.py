@@ -60,6 +60,7 @@ import argparse
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -69,9 +70,12 @@ from typing import Any
 
 import yaml
 from jupyter_cache.cache.main import JupyterCacheBase
+from jupyter_cache.executors.base import ExecutorRunResult
 from jupyter_cache.executors.basic import (
+    REPORT_LEVEL,
     ExecutionWorkerLocalMProc,
     JupyterExecutorLocalMproc,
+    ProcessData,
 )
 
 READER = {"name": "myst_nb_md", "type": "plugin"}
@@ -253,10 +257,44 @@ class _Cache(JupyterCacheBase):
         JupyterCacheBase.truncate_caches(self)
 
 
+#: Seconds each page took in a measured build (``make book``, then
+#: ``scripts/execute_pages.py --report``): only their order is used, to
+#: start the longest pages first. A page missing here starts first.
+PAGE_SECONDS = Path(__file__).with_name("page_seconds.json")
+
+
 class _Executor(JupyterExecutorLocalMproc):
-    """The ``local-parallel`` executor, with :class:`_PageWorker`."""
+    """The ``local-parallel`` executor, with :class:`_PageWorker`, that
+    hands out one page at a time, the longest first.
+
+    The stock executor's ``Pool.map`` gives each worker a chunk of three
+    pages in the table of contents' order, so the slowest pages, at the
+    end, often ran one after the other while the other core idled.
+    """
 
     _EXECUTION_WORKER = _PageWorker
+    root = Path(".")
+
+    def run_and_cache(self, *, filter_uris: Any = None,
+                      filter_pks: Any = None, timeout: int = 30,
+                      allow_errors: bool = False,
+                      force: bool = False) -> ExecutorRunResult:
+        """Execute the pages not in the cache (see the class)."""
+        expected = (json.loads(PAGE_SECONDS.read_text())
+                    if PAGE_SECONDS.exists() else {})
+        records = sorted(
+            self.get_records(filter_uris, filter_pks, force=force),
+            key=lambda r: -expected.get(_relative(r.uri, self.root),
+                                        float("inf")))
+        multiprocessing.log_to_stderr(REPORT_LEVEL)  # one line a page
+        with multiprocessing.Pool() as pool:
+            results = list(pool.imap_unordered(self._EXECUTION_WORKER(), [
+                ProcessData(r.pk, r.uri, self.cache, timeout, allow_errors)
+                for r in records], chunksize=1))
+        return ExecutorRunResult(
+            succeeded=[p for i, p in results if i == 0],
+            excepted=[p for i, p in results if i == 1],
+            errored=[p for i, p in results if i == 2])
 
 
 def read_data_log(log: Path, root: Path) -> dict[str, list[str]]:
@@ -492,6 +530,7 @@ def main() -> int:
     logger = logging.getLogger("execute_pages")
     logger.setLevel(logging.INFO)
     executor = _Executor(cache=cache, logger=logger)
+    executor.root = root
     start = time.perf_counter()
     # A smoke run goes on after an error, to tell asserts from failures.
     result = executor.run_and_cache(timeout=args.timeout,

@@ -47,7 +47,8 @@ def make_book(root: Path, code: str, *others: str) -> Path:
     (root / "scripts").mkdir(exist_ok=True)
     shutil.copy(ROOT / "_config.yml", root)
     shutil.copy(ROOT / "references.bib", root)
-    for script in ("execute_pages.py", "author_year_bib.py"):
+    for script in ("execute_pages.py", "author_year_bib.py",
+                   "reader_notebooks.py"):
         shutil.copy(ROOT / "scripts" / script, root / "scripts")
     toc = "format: jb-book\nroot: book/page\n"
     if others:

@@ -253,7 +253,8 @@ class Trained:
 
 def models_dir() -> Path:
     """Where :func:`trained` keeps models: ``$TRANSFORMER_BOOK_MODELS``,
-    else ``models`` in the data cache (:func:`data.cache_dir`)."""
+    else ``models`` in the data cache
+    (:func:`~transformer_book.data.cache_dir`)."""
     explicit = os.environ.get(MODELS_ENV_VAR, "").strip()
     return Path(explicit).expanduser() if explicit else (
         data.cache_dir() / "models")
@@ -274,11 +275,11 @@ def trained(name: str, preset: str = "cpu", *, seed: int = 0,
     """Recipe ``name`` trained once, then read back from a cache.
 
     The first call trains ``get(name, preset, **overrides)`` on
-    :func:`runtime.device` and saves the result in :func:`models_dir`,
-    keyed by the recipe's sizes and data, the seed, the snapshots, the
-    evaluations and the package's source; later calls, in any process,
-    load it. Two processes asking at once train it once: the second
-    waits for the first.
+    :func:`~transformer_book.runtime.device` and saves the result in
+    :func:`models_dir`, keyed by the recipe's sizes and data, the seed,
+    the snapshots, the evaluations and the package's source; later calls,
+    in any process, load it. Two processes asking at once train it once:
+    the second waits for the first.
 
     Args:
         name: one of :data:`NAMES`.
