@@ -29,7 +29,8 @@ from typing import Any
 
 import nbformat
 
-SIZES_SUFFIX = ".sizes.py"
+from transformer_book._book import SIZES_SUFFIX
+
 _GLUE = re.compile(r"\{glue(?::text)?\}`([^`:]+)(?::([^`]*))?`")
 _FIGURE = re.compile(r"^```\{glue:figure\}\s*(\S+)\n(.*?)^```\s*$",
                      re.M | re.S)

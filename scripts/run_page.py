@@ -20,6 +20,8 @@ from myst_nb.core.read import myst_nb_reader_plugin
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from transformer_book.recipes import MODELS_ENV_VAR
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -69,8 +71,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
     # Where recipes.trained keeps models, as in the book's build.
-    os.environ.setdefault("TRANSFORMER_BOOK_MODELS",
-                          str(ROOT / "_build" / "models"))
+    os.environ.setdefault(MODELS_ENV_VAR, str(ROOT / "_build" / "models"))
     results = [run(page.resolve(), args.timeout) for page in args.pages]
     return 0 if all(results) else 1
 

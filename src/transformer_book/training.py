@@ -116,12 +116,13 @@ def cross_entropy(logits: Tensor, targets: Tensor, *,
 
 
 @torch.no_grad()
+@torch.no_grad()
 def accuracy(model: nn.Module, inputs: Tensor, targets: Tensor, *,
              batch_size: int = 1000) -> float:
     """The fraction of ``inputs`` whose highest-scoring class is the target.
 
-    ``model`` runs in eval mode on chunks of ``batch_size``; its mode is
-    put back afterwards.
+    ``model`` runs in eval mode, without gradients, on chunks of
+    ``batch_size``; its mode is put back afterwards.
 
     Shape:
         - inputs: ``(N, ...)``; targets: ``(N,)``.
