@@ -22,7 +22,7 @@ import torch
 
 __all__ = ["DATA_LOG_ENV_VAR", "PAGE_ENV_VAR", "PRESETS", "PRESET_ENV_VAR",
            "SIZES_SUFFIX", "SMOKE_ENV_VAR", "Sizes", "logs_use", "preset",
-           "read_sizes", "sizes", "smoke"]
+           "read_sizes", "sizes", "smoke", "trained_gpt"]
 
 PRESETS = ("cpu", "gpu")
 PRESET_ENV_VAR = "BOOK_PRESET"
@@ -124,6 +124,22 @@ def sizes(page: str, folder: str | Path = ".") -> Sizes:
     result = Sizes(table[preset()], **capped)
     result.preset, result.capped = preset(), smoke()
     return result
+
+
+def trained_gpt() -> Any:
+    """The GPT chapter's trained model, as ``recipes.trained`` caches it.
+
+    Later chapters start from it: the same call as the chapter's (its
+    sizes, snapshots and evaluations), so the cached run is shared, not
+    trained again. Reads ``../implementation/gpt.sizes.py``: a page runs
+    in its part's folder.
+    """
+    from . import recipes
+
+    gpt = sizes("gpt", Path("..") / "implementation")
+    chosen = {k: gpt[k] for k in ("steps", "batch_size", "valid_windows")}
+    return recipes.trained("gpt", preset(), snapshots=gpt["snapshots"],
+                           eval_every=gpt["eval_every"], **chosen)
 
 
 def _warn_once(key: str, message: str) -> None:
