@@ -262,9 +262,11 @@ def models_dir() -> Path:
 
 @functools.cache
 def _package_hash() -> str:
+    """The package's source, less the figures (drawing trains nothing)."""
     root = Path(__file__).parent
+    skip = {"__pycache__", "plotting"}
     files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and "__pycache__" not in p.parts)
+                   and not skip & set(p.relative_to(root).parts))
     return _fingerprint(*(part for p in files for part in (
         str(p.relative_to(root)).encode(), p.read_bytes())))
 
