@@ -13,19 +13,8 @@ from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter, MaxNLocator, ScalarFormatter
 
 from .._checks import check_int
-from ._style import (
-    DASHES,
-    MARKERS,
-    PALETTE,
-    as_array,
-    check_labels,
-    check_len,
-    check_nonempty,
-    finish_chart,
-    get_axes,
-    place_legend,
-    styled,
-)
+from . import _style
+from ._style import DASHES, MARKERS, PALETTE, as_array, get_axes, styled
 
 __all__ = ["plot_attention_offsets", "plot_curves", "plot_word_vectors"]
 
@@ -37,7 +26,7 @@ _REFERENCE = "#666666"
 def _curve_data(x: ArrayLike | None, curves: Mapping[Any, Any],
                 smooth: int) -> list[Curve]:
     """Check the curves and return ``(label, x, y)`` for each."""
-    check_nonempty("curves", curves)
+    _style.check_nonempty("curves", curves)
     shared = None if x is None else as_array(x, "x", 1)
     out = []
     for label, values in curves.items():
@@ -49,7 +38,7 @@ def _curve_data(x: ArrayLike | None, curves: Mapping[Any, Any],
         else:
             y = as_array(values, name, 1)
             cx = np.arange(y.size, dtype=float) if shared is None else shared
-        check_len(name, y, cx.size)
+        _style.check_len(name, y, cx.size)
         if smooth > 1:
             # Moving average; each value sits at the last x it averages.
             width = min(smooth, y.size)
@@ -186,8 +175,8 @@ def plot_curves(
         ax.set_xticks(as_array(xticks, "xticks", 1))
     if ylim is not None:
         ax.set_ylim(*ylim)
-    place_legend(ax, legend, title=legend_title)
-    return finish_chart(ax, xlabel, ylabel, title)
+    _style.place_legend(ax, legend, title=legend_title)
+    return _style.finish_chart(ax, xlabel, ylabel, title)
 
 
 def _offset_profile(weights: np.ndarray,
@@ -233,7 +222,7 @@ def plot_attention_offsets(
         raise ValueError("weights must be (H, T, T) or (B, H, T, T), got "
                          f"shape {tuple(np.shape(weights))}")
     heads = w.shape[0]
-    names = check_labels(titles, heads, "titles")
+    names = _style.check_labels(titles, heads, "titles")
     names = names or [f"head {h}" for h in range(heads)]
     offsets, profile = _offset_profile(w, circular)
     ax = get_axes(ax, (6.4, 3.2))
@@ -242,10 +231,10 @@ def plot_attention_offsets(
         ax.bar(offsets + (h - (heads - 1) / 2) * width, profile[h],
                width=width, color=PALETTE[h % len(PALETTE)], label=names[h])
     ax.set(xticks=offsets, ylim=(0.0, 1.0))
-    place_legend(ax, legend)
+    _style.place_legend(ax, legend)
     what = "(j - i) mod T" if circular else "j - i"
-    return finish_chart(ax, f"key offset {what}", "mean attention weight",
-                        title)
+    return _style.finish_chart(ax, f"key offset {what}",
+                               "mean attention weight", title)
 
 
 @styled
@@ -269,8 +258,8 @@ def plot_word_vectors(
     """
     v = as_array(vectors, "vectors", 2)
     check_int("len(vectors)", v.shape[0], minimum=2)
-    words = check_labels(labels, v.shape[0], "labels") or []
-    kinds = check_labels(groups, v.shape[0], "groups")
+    words = _style.check_labels(labels, v.shape[0], "labels") or []
+    kinds = _style.check_labels(groups, v.shape[0], "groups")
     v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     v = v - v.mean(axis=0)
     _, _, vt = np.linalg.svd(v, full_matrices=False)
@@ -285,5 +274,6 @@ def plot_word_vectors(
         ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points",
                     fontsize=8)
     if kinds:
-        place_legend(ax, legend)
-    return finish_chart(ax, "principal axis 1", "principal axis 2", title)
+        _style.place_legend(ax, legend)
+    return _style.finish_chart(ax, "principal axis 1", "principal axis 2",
+                               title)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
@@ -21,14 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from .._checks import check_bool, check_choice, check_int
-from ._style import (
-    PALETTE,
-    as_array,
-    check_divisible,
-    check_nonempty,
-    get_axes,
-    styled,
-)
+from ._style import PALETTE, as_array, check_divisible, get_axes, styled
 
 __all__ = [
     "draw_attention_kinds", "draw_cross_attention", "draw_data_parallel",
@@ -66,6 +60,17 @@ _MAX_TOKENS = 10  # keys, values or source tokens that fit the text column
 # -- primitives ---------------------------------------------------------------
 
 
+def _text(ax: Axes, x: float, y: float, text: str, *, ha: str = "center",
+          va: str = "center", size: float | None = None, **kw: Any) -> None:
+    """``text`` at ``(x, y)``, centred there unless ``ha`` or ``va`` say."""
+    ax.text(x, y, text, ha=ha, va=va, fontsize=size, **kw)
+
+
+# A small explanatory text outside the boxes; a row or column label.
+_note = functools.partial(_text, size=8.5, color=_MUTED)
+_label = functools.partial(_text, size=9, color=_LINE)
+
+
 def _patch(ax: Axes, x0: float, y0: float, w: float, h: float, *,
            color: Any = "none", edge: str = _LINE, lw: float = 1.0,
            rounding: float | None = None, pad: float = 0.0,
@@ -81,13 +86,20 @@ def _patch(ax: Axes, x0: float, y0: float, w: float, h: float, *,
 
 def _rect(ax: Axes, x: float, y: float, text: str = "", *, w: float = 0.8,
           h: float = 0.56, color: str = _TENSOR, size: float = 10,
-          rounding: float = 0.08, pad: float = 0.0, lw: float = 1.0,
-          dashed: bool = False, gid: str | None = None) -> None:
-    """A rounded box centred at ``(x, y)`` with ``text`` inside."""
-    _patch(ax, x - w / 2, y - h / 2, w, h, color=color, lw=lw, gid=gid,
-           rounding=rounding, pad=pad, linestyle="--" if dashed else "-")
+          rounding: float = 0.08, dashed: bool = False,
+          after: float | None = None, **kwargs: Any) -> float:
+    """A rounded box centred at ``(x, y)`` with ``text`` inside.
+
+    With ``after``, an arrow along ``y`` from ``x = after`` (the right side
+    of the box before) leads into it. Returns the box's right side.
+    """
+    if after is not None:
+        _path(ax, [(after, y), (x - w / 2, y)])
+    _patch(ax, x - w / 2, y - h / 2, w, h, color=color, rounding=rounding,
+           linestyle="--" if dashed else "-", **kwargs)
     if text:
-        ax.text(x, y, text, ha="center", va="center", fontsize=size, zorder=4)
+        _text(ax, x, y, text, size=size, zorder=4)
+    return x + w / 2
 
 
 # A learned layer of a recurrent cell.
@@ -101,49 +113,34 @@ def _circle(ax: Axes, x: float, y: float, text: str, *, r: float,
     """A labelled circle at ``(x, y)``: an operation or a token."""
     ax.add_patch(Circle((x, y), r, facecolor=color, edgecolor=_LINE, lw=lw,
                         zorder=3, gid=gid))
-    ax.text(x, y, text, ha="center", va="center", fontsize=size, zorder=4)
+    _text(ax, x, y, text, size=size, zorder=4)
 
 
-# A pointwise operation of a recurrent cell.
+# A pointwise operation of a recurrent cell; a token as a small circle.
 _op = functools.partial(_circle, r=0.25, color=_OP, lw=1.2)
+_token = functools.partial(_circle, r=0.2, lw=0.8, size=7.5)
 
 
-def _path(ax: Axes, points: Sequence[Point], *, arrow: bool = True,
+def _path(ax: Axes, *paths: Sequence[Point], arrow: bool = True,
           color: str = _LINE, lw: float = 1.4) -> None:
-    """A polyline through ``points``, with an arrow head on the last leg."""
-    xs, ys = zip(*points, strict=True)
-    if len(points) > 2:
-        ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, zorder=2,
-                solid_capstyle="round")
-    if arrow:
-        ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>",
-                                     mutation_scale=11, color=color, lw=lw,
-                                     shrinkA=0, shrinkB=0, zorder=2))
-    else:
-        ax.plot(xs[-2:], ys[-2:], color=color, lw=lw, zorder=2)
-
-
-def _dot(ax: Axes, x: float, y: float) -> None:
-    """A junction where a line branches."""
-    ax.plot([x], [y], "o", color=_LINE, ms=4, zorder=3)
+    """Polylines through points, each with an arrow head on its last leg."""
+    line: dict[str, Any] = {"color": color, "lw": lw, "zorder": 2}
+    for points in paths:
+        xs, ys = zip(*points, strict=True)
+        if len(points) > 2:
+            ax.plot(xs[:-1], ys[:-1], solid_capstyle="round", **line)
+        if not arrow:
+            ax.plot(xs[-2:], ys[-2:], **line)
+            continue
+        ax.add_patch(FancyArrowPatch(points[-2], points[-1], shrinkA=0,
+                                     shrinkB=0, arrowstyle="-|>",
+                                     mutation_scale=11, **line))
 
 
 def _branch(ax: Axes, points: Sequence[Point], **kwargs: Any) -> None:
     """A :func:`_path` that branches off a line at a junction dot."""
-    _dot(ax, *points[0])
+    ax.plot(*points[0], "o", color=_LINE, ms=4, zorder=3)
     _path(ax, points, **kwargs)
-
-
-def _note(ax: Axes, x: float, y: float, text: str, *, ha: str = "center",
-          va: str = "center", size: float = 8.5, color: str = _MUTED,
-          rotation: float = 0.0) -> None:
-    """A small explanatory text outside the boxes."""
-    ax.text(x, y, text, ha=ha, va=va, fontsize=size, color=color,
-            rotation=rotation)
-
-
-# A row or column label.
-_label = functools.partial(_note, size=9, color=_LINE)
 
 
 def _canvas(ax: Axes, xlim: Limits, ylim: Limits, title: str | None = None,
@@ -181,9 +178,6 @@ def _finish(ax: Axes, layout: Layout, xlim: Limits, ylim: Limits,
     return _canvas(ax, xlim, ylim, title)
 
 
-# -- checks -------------------------------------------------------------------
-
-
 def _check_count(name: str, value: object, high: int) -> int:
     """An int in ``1..high``: more would not fit the figure."""
     value = check_int(name, value)
@@ -197,9 +191,8 @@ def _check_count(name: str, value: object, high: int) -> int:
 
 
 @styled
-def draw_unrolled_rnn(
-    num_steps: int = 4, *, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+def draw_unrolled_rnn(num_steps: int = 4, *, ax: Axes | None = None,
+                      title: str | None = None) -> Axes:
     """Draw an RNN folded (a cell with a loop) and unrolled over time.
 
     Args:
@@ -209,55 +202,58 @@ def draw_unrolled_rnn(
     """
     num_steps = _check_count("num_steps", num_steps, 8)
     ax = get_axes(ax, figsize=(1.6 + 1.45 * num_steps + 1.6, 3.0))
-    x0, step = 3.2, 1.45
-    xs = [0.0, *(x0 + k * step for k in range(num_steps))]
+    xs = [0.0, *(3.2 + k * 1.45 for k in range(num_steps))]
     for k, x in enumerate(xs):  # the folded cell, then each step's copy
         _box(ax, x, 0.0, "cell", w=1.0, h=0.8)
-        _path(ax, [(x, -1.3), (x, -0.4)])
-        _path(ax, [(x, 0.4), (x, 1.3)])
-        sub = k if k else "t"
-        ax.text(x, -1.55, f"$x_{sub}$", ha="center", va="center")
-        ax.text(x, 1.55, f"$h_{sub}$", ha="center", va="center")
+        _path(ax, [(x, -1.3), (x, -0.4)], [(x, 0.4), (x, 1.3)])
+        _text(ax, x, -1.55, f"$x_{k or 't'}$")
+        _text(ax, x, 1.55, f"$h_{k or 't'}$")
     # The folded cell's state leaves it and comes back at the next step.
-    loop = [(0.5, 0.2), (0.9, 0.2), (0.9, -0.2), (0.5, -0.2)]
-    _path(ax, loop, color=_STATE)
-    ax.text(1.55, 0.0, "=", ha="center", va="center", fontsize=18)
+    _path(ax, [(0.5, 0.2), (0.9, 0.2), (0.9, -0.2), (0.5, -0.2)], color=_STATE)
+    _text(ax, 1.55, 0.0, "=", size=18)
     for k, x in enumerate(xs[1:]):  # h_k into the copy of step k + 1
         start, mid = (x - 1.1, x - 0.8) if k == 0 else (x - 0.95, x - 0.725)
         _path(ax, [(start, 0.0), (x - 0.5, 0.0)], color=_STATE)
         _note(ax, mid, 0.2, f"$h_{k}$", va="bottom", size=8, color=_STATE)
-    x_end = xs[-1]
-    _path(ax, [(x_end + 0.5, 0.0), (x_end + 1.0, 0.0)], color=_STATE)
-    ax.text(x_end + 1.15, 0.0, "$\\cdots$", ha="left", va="center")
-    ax.text((x0 + x_end) / 2, -2.05, "same weights $W_{ih}, W_{hh}, b$ at "
-            "every step", ha="center", va="center", fontsize=9,
-            style="italic")
-    return _canvas(ax, (-1.3, x_end + 1.7), (-2.3, 1.9), title)
+    end = xs[-1]
+    _path(ax, [(end + 0.5, 0.0), (end + 1.0, 0.0)], color=_STATE)
+    _text(ax, end + 1.15, 0.0, "$\\cdots$", ha="left")
+    _text(ax, (3.2 + end) / 2, -2.05, "same weights $W_{ih}, W_{hh}, b$ at "
+          "every step", size=9, style="italic")
+    return _canvas(ax, (-1.3, end + 1.7), (-2.3, 1.9), title)
 
 
-def _cell_frame(ax: Axes | None) -> Axes:
-    """``ax`` (or a new 7 x 4.4 in figure) with the grey box of a cell."""
+_TOP = 4.8  # the state line along the top of a recurrent cell
+
+
+def _cell(ax: Axes | None, ops: Sequence[tuple[float, str]],
+          ends: tuple[str, str]) -> Axes:
+    """A recurrent cell's grey frame, on ``ax`` or a new 7 x 4.4 in figure.
+
+    The state line runs along its top, from ``ends[0]`` to ``ends[1]``,
+    through the pointwise operations ``ops``, each ``(x, symbol)``.
+    """
     ax = get_axes(ax, figsize=(7.0, 4.4))
     _patch(ax, 0.3, 0.5, 9.4, 5.0, color="#f4f4f4", edge="#999999",
            rounding=0.3, zorder=0)
+    stops = [-0.85, *(x for x, _ in ops), 10.85]  # ends and operations
+    legs = [[(a + 0.25, _TOP), (b - 0.25, _TOP)] for a, b in pairwise(stops)]
+    _path(ax, *legs, color=_STATE, lw=2.2)
+    for x, text in ops:  # the pointwise operations on the state
+        _op(ax, x, _TOP, text)
+    _text(ax, -0.7, _TOP + 0.35, f"${ends[0]}$", ha="left", va="bottom")
+    _text(ax, 10.6, _TOP + 0.35, f"${ends[1]}$", ha="right", va="bottom")
     return ax
 
 
-def _state_line(ax: Axes, y: float, ops: Sequence[tuple[float, str]],
-                ends: Sequence[str]) -> None:
-    """The state line along the top of a cell, through pointwise ops."""
-    xs = [x for x, _ in ops]
-    for start, end in zip([-0.85, *xs], [*xs, 10.85], strict=True):
-        _path(ax, [(start + 0.25, y), (end - 0.25, y)], color=_STATE, lw=2.2)
-    for x, text in ops:
-        _op(ax, x, y, text)
-    ax.text(-0.7, y + 0.35, f"${ends[0]}$", ha="left", va="bottom")
-    ax.text(10.6, y + 0.35, f"${ends[1]}$", ha="right", va="bottom")
-
-
 def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
-           y: float) -> None:
-    """Gate layers ``(x, function, name)`` fed from the input bus."""
+           y: float, x_in: float) -> None:
+    """Gate layers ``(x, function, name)`` fed from the input bus.
+
+    The input :math:`x_t` enters the cell from below at ``x_in``.
+    """
+    _branch(ax, [(x_in, bus), (x_in, -0.5)], arrow=False)
+    _text(ax, x_in + 0.15, -0.45, "$x_t$", ha="left", va="bottom")
     for x, fn, name in gates:
         _branch(ax, [(x, bus), (x, y - 0.3)])
         _box(ax, x, y, fn, size=9)
@@ -265,51 +261,41 @@ def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
               color="#444444")
 
 
-def _input_from_below(ax: Axes, x: float, bus: float) -> None:
-    """The input :math:`x_t` entering the cell at ``x``, joining the bus."""
-    _path(ax, [(x, -0.5), (x, bus)], arrow=False)
-    _dot(ax, x, bus)
-    ax.text(x + 0.15, -0.45, "$x_t$", ha="left", va="bottom")
-
-
 @styled
-def draw_lstm_cell(
-    *, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+def draw_lstm_cell(*, ax: Axes | None = None,
+                   title: str | None = None) -> Axes:
     """Draw an LSTM cell: gates, the cell-state line and pointwise ops.
 
     Args:
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
     """
-    ax = _cell_frame(ax)
-    top, bus, gate_y, mid = 4.8, 1.2, 2.4, 3.6
+    top, bus, gate_y, mid = _TOP, 1.2, 2.4, 3.6
     fx, ix, gx, ox, hx = 2.3, 4.0, 5.4, 7.0, 8.4
-    _state_line(ax, top, [(fx, r"$\times$"), (gx, "+")], ["c_{t-1}", "c_t"])
+    ax = _cell(ax, [(fx, r"$\times$"), (gx, "+")], ("c_{t-1}", "c_t"))
     # The input bus: h_{t-1} from the left, x_t from below.
     _path(ax, [(-0.6, bus), (ox, bus)], arrow=False)
-    ax.text(-0.7, bus - 0.35, "$h_{t-1}$", ha="left", va="top")
-    _input_from_below(ax, 1.2, bus)
+    _text(ax, -0.7, bus - 0.35, "$h_{t-1}$", ha="left", va="top")
     sigma = r"$\sigma$"
-    gates = [(fx, sigma, "f"), (ix, sigma, "i"), (gx, "tanh", "g"),
-             (ox, sigma, "o")]
-    _gates(ax, gates, bus, gate_y)
-    _path(ax, [(fx, gate_y + 0.3), (fx, top - 0.25)])  # f scales c_{t-1}
-    _op(ax, gx, mid, r"$\times$")  # i * g is added to it
-    _path(ax, [(ix, gate_y + 0.3), (ix, mid), (gx - 0.25, mid)])
-    _path(ax, [(gx, gate_y + 0.3), (gx, mid - 0.25)])
-    _path(ax, [(gx, mid + 0.25), (gx, top - 0.25)])
+    _gates(ax, [(fx, sigma, "f"), (ix, sigma, "i"), (gx, "tanh", "g"),
+                (ox, sigma, "o")], bus, gate_y, 1.2)
+    # f scales c_{t-1}; i * g is added to it.
+    _op(ax, gx, mid, r"$\times$")
+    _path(ax, [(fx, gate_y + 0.3), (fx, top - 0.25)],
+          [(ix, gate_y + 0.3), (ix, mid), (gx - 0.25, mid)],
+          [(gx, gate_y + 0.3), (gx, mid - 0.25)],
+          [(gx, mid + 0.25), (gx, top - 0.25)])
     # h_t = o * tanh(c_t).
     _branch(ax, [(hx, top), (hx, 3.85)], color=_STATE)
     _rect(ax, hx, 3.6, "tanh", w=0.84, h=0.44, color=_OP, size=9,
           rounding=0.2, lw=1.2)
     _op(ax, hx, gate_y, r"$\times$")
-    _path(ax, [(hx, 3.38), (hx, gate_y + 0.25)])
-    _path(ax, [(ox + 0.45, gate_y), (hx - 0.25, gate_y)])
-    _path(ax, [(hx, gate_y - 0.25), (hx, bus), (10.6, bus)])
+    _path(ax, [(hx, 3.38), (hx, gate_y + 0.25)],
+          [(ox + 0.45, gate_y), (hx - 0.25, gate_y)],
+          [(hx, gate_y - 0.25), (hx, bus), (10.6, bus)])
     _branch(ax, [(9.2, bus), (9.2, 6.2)])
-    ax.text(9.35, 6.2, "$h_t$", ha="left", va="top")
-    ax.text(10.6, bus - 0.35, "$h_t$", ha="right", va="top")
+    _text(ax, 9.35, 6.2, "$h_t$", ha="left", va="top")
+    _text(ax, 10.6, bus - 0.35, "$h_t$", ha="right", va="top")
     return _canvas(ax, (-0.8, 10.8), (-0.7, 6.4), title)
 
 
@@ -323,38 +309,35 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
     """
-    ax = _cell_frame(ax)
-    top, bus, gate_y = 4.8, 1.0, 2.3
+    top, bus, gate_y = _TOP, 1.0, 2.3
     zx, rx, wx, nx, mx, px = 2.0, 3.4, 4.8, 6.2, 7.4, 8.6
-    _state_line(ax, top, [(zx, r"$\times$"), (px, "+")], ["h_{t-1}", "h_t"])
+    ax = _cell(ax, [(zx, r"$\times$"), (px, "+")], ("h_{t-1}", "h_t"))
     # The input bus: h_{t-1} branches down, x_t enters from below.
     _branch(ax, [(0.8, top), (0.8, bus), (nx, bus)], arrow=False)
-    _input_from_below(ax, 1.3, bus)
-    gates = [(zx, r"$\sigma$", "z"), (rx, r"$\sigma$", "r"), (nx, "tanh", "n")]
-    _gates(ax, gates, bus, gate_y)
+    _gates(ax, [(zx, r"$\sigma$", "z"), (rx, r"$\sigma$", "r"),
+                (nx, "tanh", "n")], bus, gate_y, 1.3)
     # z keeps part of the old state, 1 - z lets the candidate n in.
-    _path(ax, [(zx, gate_y + 0.3), (zx, top - 0.25)])
     _branch(ax, [(zx, 3.9), (mx - 0.27, 3.9)])
     _op(ax, mx, 3.9, "1-", r=0.27)
     _op(ax, mx, gate_y, r"$\times$")
-    _path(ax, [(mx, 3.63), (mx, gate_y + 0.25)])
-    _path(ax, [(nx + 0.45, gate_y), (mx - 0.25, gate_y)])
-    _path(ax, [(mx + 0.25, gate_y), (px, gate_y), (px, top - 0.25)])
+    _path(ax, [(zx, gate_y + 0.3), (zx, top - 0.25)],
+          [(mx, 3.63), (mx, gate_y + 0.25)],
+          [(nx + 0.45, gate_y), (mx - 0.25, gate_y)],
+          [(mx + 0.25, gate_y), (px, gate_y), (px, top - 0.25)])
     # r scales the recurrent term W_hn h + b_hn inside n.
     _branch(ax, [(wx, bus), (wx, gate_y - 0.21)])
     _box(ax, wx, gate_y, "$W_{hn}h$", w=0.95, h=0.42, color=_OP, size=8)
     _op(ax, wx, 3.1, r"$\times$")
-    _path(ax, [(wx, gate_y + 0.21), (wx, 2.85)])
-    _path(ax, [(rx, gate_y + 0.3), (rx, 3.1), (wx - 0.25, 3.1)])
-    _path(ax, [(wx + 0.25, 3.1), (nx, 3.1), (nx, gate_y + 0.3)])
+    _path(ax, [(wx, gate_y + 0.21), (wx, 2.85)],
+          [(rx, gate_y + 0.3), (rx, 3.1), (wx - 0.25, 3.1)],
+          [(wx + 0.25, 3.1), (nx, 3.1), (nx, gate_y + 0.3)])
     return _canvas(ax, (-0.8, 10.8), (-0.7, 6.0), title)
 
 
 @styled
-def plot_tokenization(
-    rows: Mapping[str, Sequence[str]], *, ax: Axes | None = None,
-    max_chars: int = 60, title: str | None = None,
-) -> Axes:
+def plot_tokenization(rows: Mapping[str, Sequence[str]], *,
+                      ax: Axes | None = None, max_chars: int = 60,
+                      title: str | None = None) -> Axes:
     """Draw how several tokenizers cut the same text, one row each.
 
     Spaces show as ``␣``, line breaks as ``↵``, tabs as ``⇥``.
@@ -365,23 +348,23 @@ def plot_tokenization(
         max_chars: characters drawn per row at most.
         title: optional axes title.
     """
-    check_nonempty("rows", rows)
+    if not rows:
+        raise ValueError("rows is empty")
     ax = get_axes(ax, figsize=(9.0, 0.7 * len(rows) + 0.6))
     visible = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
     for r, (name, tokens) in enumerate(rows.items()):
-        ax.text(-1.0, -r, name, ha="right", va="center", fontsize=9)
+        _text(ax, -1.0, -r, name, ha="right", size=9)
         x = 0.0
         for i, token in enumerate(tokens):
             shown = token.translate(visible)
             width = max(len(shown), 1)
             if x + width > max_chars:
-                ax.text(x + 0.3, -r, "\u2026", va="center", fontsize=10)
+                _text(ax, x + 0.3, -r, "\u2026", ha="left", size=10)
                 break
             _patch(ax, x + 0.06, -r - 0.3, width - 0.12, 0.6, lw=0.6,
                    color=PALETTE[(i % 2) * 5], alpha=0.35, rounding=0.15,
                    zorder=1)
-            ax.text(x + width / 2, -r, shown, ha="center", va="center",
-                    family="monospace", fontsize=8)
+            _text(ax, x + width / 2, -r, shown, family="monospace", size=8)
             x += width
     return _canvas(ax, (-0.5, max_chars + 1.5), (-len(rows) + 0.4, 0.6),
                    title, aspect="auto")
@@ -393,15 +376,19 @@ def plot_tokenization(
 def _weight_line(ax: Axes, start: Point, end: Point, weight: float,
                  scale: float = 5.0) -> None:
     """A line from ``start`` to ``end``, as thick as its ``weight``."""
-    lw = 0.4 + scale * weight
-    _path(ax, [start, end], arrow=False, lw=lw, color=PALETTE[0])
+    _path(ax, [start, end], arrow=False, lw=0.4 + scale * weight,
+          color=PALETTE[0])
 
 
-def _weight_bar(ax: Axes, x: float, y: float, width: float,
-                height: float) -> None:
-    """A softmax weight as a bar centred on ``x``, tagged ``"weight"``."""
+def _weight_bar(ax: Axes, x: float, y: float, width: float, height: float,
+                weight: float, y_text: float, **text: Any) -> None:
+    """A softmax weight as a bar centred on ``x``, tagged ``"weight"``.
+
+    The weight's value is written at ``y_text``.
+    """
     _patch(ax, x - width / 2, y, width, height, color=PALETTE[0],
            edge="none", gid="weight")
+    _note(ax, x, y_text, f"{weight:.2f}", color=_LINE, **text)
 
 
 def _peaked(rows: int, cols: int) -> np.ndarray:
@@ -413,9 +400,8 @@ def _peaked(rows: int, cols: int) -> np.ndarray:
 
 
 @styled
-def draw_qkv_flow(
-    *, masked: bool = True, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+def draw_qkv_flow(*, masked: bool = True, ax: Axes | None = None,
+                  title: str | None = None) -> Axes:
     r"""Draw scaled dot-product attention as a flow of matrices.
 
     :math:`Y = \mathrm{softmax}(QK^\top / \sqrt{d_k}) V` with
@@ -429,42 +415,34 @@ def draw_qkv_flow(
     masked = check_bool("masked", masked)
     xlim, ylim = (-0.75, 12.45), (-0.95, 3.05)
     ax, layout = _new_axes(ax, xlim, ylim, 0.53)
-    y_q, y_k, y_v = 2.4, 1.2, 0.0
+    y_q, y_k, y_v, x_a = 2.4, 1.2, 0.0, 10.3
     y_s = (y_q + y_k) / 2  # the scores row, between Q and K
     _rect(ax, 0.0, y_k, "$X$", w=0.7, h=3.0, size=11)
-    _note(ax, 0.0, -0.62, r"$(N, d_\mathrm{model})$")
     for y, name in ((y_q, "q"), (y_k, "k"), (y_v, "v")):
-        _path(ax, [(0.35, y), (1.15, y)])
-        _rect(ax, 1.6, y, f"$W^{{({name})}}$", w=0.9, color=_PARAM)
-        _path(ax, [(2.05, y), (2.8, y)])
-        _rect(ax, 3.15, y, f"${name.upper()}$", w=0.7, size=11)
-    _note(ax, 3.15, y_q + 0.45, "$(N, d_k)$")
-    _note(ax, 3.15, y_v - 0.45, "$(N, d_v)$")
+        right = _rect(ax, 1.6, y, f"$W^{{({name})}}$", w=0.9, color=_PARAM,
+                      after=0.35)
+        _rect(ax, 3.15, y, f"${name.upper()}$", w=0.7, size=11, after=right)
     # Q enters the scores box high, K low: two arrow heads apart.
     for y, y_in in ((y_q, y_s + 0.18), (y_k, y_s - 0.18)):
         _path(ax, [(3.5, y), (3.75, y), (3.75, y_in), (4.15, y_in)])
-    _rect(ax, 5.05, y_s, r"$QK^\top\!/\sqrt{d_k}$", w=1.8, h=0.72, color=_FUNC)
+    right = _rect(ax, 5.05, y_s, r"$QK^\top\!/\sqrt{d_k}$", w=1.8, h=0.72,
+                  color=_FUNC)
     _note(ax, 5.05, y_s - 0.46, "scores $(N, N)$", va="top")
-    steps = [("Softmax", 8.75, 1.3, _FUNC, "over each row")]
-    if masked:
-        mask_note = r"$-\infty$ where" + "\nnot allowed"
-        steps.insert(0, ("mask", 7.0, 1.1, _MASK, mask_note))
-    x_prev = 5.95
-    for text, x, w, color, note in steps:
-        _path(ax, [(x_prev, y_s), (x - w / 2, y_s)])
-        _rect(ax, x, y_s, text, w=w, color=color, dashed=text == "mask")
+    steps = [("mask", 7.0, 1.1, _MASK, r"$-\infty$ where" + "\nnot allowed"),
+             ("Softmax", 8.75, 1.3, _FUNC, "over each row")]
+    for text, x, w, color, note in steps[0 if masked else 1:]:
+        right = _rect(ax, x, y_s, text, w=w, color=color, after=right,
+                      dashed=text == "mask")
         _note(ax, x, y_s - 0.4, note, va="top")
-        x_prev = x + w / 2
-    x_a = 10.3
-    _path(ax, [(x_prev, y_s), (x_a - 0.35, y_s)])
-    _rect(ax, x_a, y_s, "$A$", w=0.7, size=11)
-    _note(ax, x_a, y_s + 0.5, "weights $(N, N)$")
+    _rect(ax, x_a, y_s, "$A$", w=0.7, size=11, after=right)
     # Y = A V.
-    _path(ax, [(3.5, y_v), (x_a - 0.55, y_v)])
     _path(ax, [(x_a, y_s - 0.28), (x_a, y_v + 0.28)])
-    _rect(ax, x_a, y_v, "$AV$", w=1.1, color=_FUNC)
-    _path(ax, [(x_a + 0.55, y_v), (11.45, y_v)])
-    _rect(ax, 11.8, y_v, "$Y$", w=0.7, size=11)
+    right = _rect(ax, x_a, y_v, "$AV$", w=1.1, color=_FUNC, after=3.5)
+    _rect(ax, 11.8, y_v, "$Y$", w=0.7, size=11, after=right)
+    _note(ax, 0.0, -0.62, r"$(N, d_\mathrm{model})$")
+    _note(ax, 3.15, y_q + 0.45, "$(N, d_k)$")
+    _note(ax, 3.15, y_v - 0.45, "$(N, d_v)$")
+    _note(ax, x_a, y_s + 0.5, "weights $(N, N)$")
     _note(ax, 11.8, y_v - 0.62, "$(N, d_v)$")
     return _finish(ax, layout, xlim, ylim, title)
 
@@ -475,9 +453,8 @@ _QUERY_ROW_WEIGHTS = (0.06, 0.38, 0.12, 0.05, 0.07, 0.32)
 
 
 @styled
-def draw_query_row(
-    *, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+def draw_query_row(*, ax: Axes | None = None,
+                   title: str | None = None) -> Axes:
     r"""Draw one query's row of attention weights: "sat" in a sentence.
 
     :math:`y_n = \sum_m a_{nm} v_m`, with line widths and bar heights
@@ -488,32 +465,30 @@ def draw_query_row(
         ax: axes to draw on; a new figure when ``None``.
         title: optional axes title.
     """
-    row = np.array(_QUERY_ROW_WEIGHTS)
-    xs = np.arange(row.size) * 1.25
+    xs = np.arange(len(_QUERY_ROW_WEIGHTS)) * 1.25
     centre = float(xs.mean())
     xlim, ylim = (-2.65, xs[-1] + 0.7), (-0.6, 5.55)
     ax, layout = _new_axes(ax, xlim, ylim, 0.68)
     y_q, y_k, y_bar, y_v, y_sum = 5.15, 3.7, 1.95, 1.2, -0.2
-    bar_h = 1.0 / float(row.max())  # the largest weight is 1 unit tall
+    bar_h = 1.0 / max(_QUERY_ROW_WEIGHTS)  # the largest weight: 1 unit tall
     _rect(ax, centre, y_q, "$q$: sat", w=1.5, color=_tint(PALETTE[1], 0.35))
     # Each key: scored by the query, weighted, its value summed.
-    keys = zip(xs, row, _QUERY_ROW_TOKENS, strict=True)
+    keys = zip(xs, _QUERY_ROW_WEIGHTS, _QUERY_ROW_TOKENS, strict=True)
     for m, (x, a, token) in enumerate(keys):
         _weight_line(ax, (centre, y_q - 0.28), (x, y_k + 0.28), a)
         _rect(ax, x, y_k, token, w=1.05, gid="key")
         if token == "sat":  # the query's own key
             _patch(ax, x - 0.6, y_k - 0.35, 1.2, 0.7, edge=PALETTE[1],
                    lw=2.0, rounding=0.1, zorder=4)
-        _weight_bar(ax, x, y_bar, 0.6, bar_h * a)
-        _note(ax, x, y_bar + bar_h * a + 0.08, f"{a:.2f}", va="bottom",
-              color=_LINE)
+        _weight_bar(ax, x, y_bar, 0.6, bar_h * a, a,
+                    y_bar + bar_h * a + 0.08, va="bottom")
         _rect(ax, x, y_v, f"$v_{{{m + 1}}}$", gid="value")
         _weight_line(ax, (x, y_v - 0.28), (centre, y_sum + 0.27), a)
     ax.plot([xs[0] - 0.55, xs[-1] + 0.55], [y_bar, y_bar], color=_LINE, lw=0.8)
     _circle(ax, centre, y_sum, r"$\Sigma$", r=0.27)
     _path(ax, [(centre + 0.27, y_sum), (centre + 0.9, y_sum)])
-    weighted_sum = r"$y_n = a_{n1} v_{1} + \cdots + a_{n6} v_{6}$"
-    ax.text(centre + 1.0, y_sum, weighted_sum, ha="left", va="center")
+    _text(ax, centre + 1.0, y_sum,
+          r"$y_n = a_{n1} v_{1} + \cdots + a_{n6} v_{6}$", ha="left")
     rows = ((y_q, "query"),
             ((y_q + y_k) / 2, "scores\n" + r"$q_n^\top k_m / \sqrt{d_k}$"),
             (y_k, "keys"), (y_bar + 0.5, "Softmax\n" + "weights $a_{nm}$"),
@@ -524,10 +499,9 @@ def draw_query_row(
 
 
 @styled
-def draw_heads_split_merge(
-    num_heads: int = 4, *, d_model: int | None = None,
-    ax: Axes | None = None, title: str | None = None,
-) -> Axes:
+def draw_heads_split_merge(num_heads: int = 4, *, d_model: int | None = None,
+                           ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
     r"""Draw multi-head attention: split into heads, attend, merge.
 
     :math:`\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots,
@@ -554,45 +528,41 @@ def draw_heads_split_merge(
     x_x, x_w, x_split, x_head, x_cat, x_o, x_y = (0.0, 1.7, 3.4, 5.5, 7.6,
                                                   9.2, 10.8)
     # X -> W^(q), W^(k), W^(v) -> split into heads.
-    _rect(ax, x_x, mid, "$X$", w=0.55, h=height, size=11)
-    _path(ax, [(x_x + 0.28, mid), (x_w - 0.6, mid)])
+    right = _rect(ax, x_x, mid, "$X$", w=0.55, h=height, size=11)
     stacked = "\n".join(f"$W^{{({n})}}$" for n in "qkv")
-    _rect(ax, x_w, mid, stacked if num_heads > 1 else "$W^{(q,k,v)}$",
-          w=1.2, h=height, color=_PARAM, size=10 if num_heads > 2 else 9)
-    _path(ax, [(x_w + 0.6, mid), (x_split - 0.28, mid)])
+    right = _rect(ax, x_w, mid, stacked if num_heads > 1 else "$W^{(q,k,v)}$",
+                  w=1.2, h=height, color=_PARAM,
+                  size=10 if num_heads > 2 else 9, after=right)
+    _path(ax, [(right, mid), (x_split - 0.275, mid)])
     # Each head attends on its own block; the blocks are concatenated.
     for h, y in enumerate(ys):
         color = _HEADS[h % len(_HEADS)]
-        _rect(ax, x_split, y, w=0.55, h=gap, color=color, gid="split")
-        _path(ax, [(x_split + 0.28, y), (x_head - 0.8, y)])
-        _rect(ax, x_head, y, f"head {h + 1}", w=1.6, h=gap - 0.14,
-              color=color, size=9, gid="head")
-        _path(ax, [(x_head + 0.8, y), (x_cat - 0.28, y)])
-        _rect(ax, x_cat, y, w=0.55, h=gap, color=color, gid="concat")
+        right = _rect(ax, x_split, y, w=0.55, h=gap, color=color, gid="split")
+        right = _rect(ax, x_head, y, f"head {h + 1}", w=1.6, h=gap - 0.14,
+                      color=color, size=9, gid="head", after=right)
+        right = _rect(ax, x_cat, y, w=0.55, h=gap, color=color, gid="concat",
+                      after=right)
     # Mix with W^(o).
-    _path(ax, [(x_cat + 0.28, mid), (x_o - 0.4, mid)])
-    _rect(ax, x_o, mid, "$W^{(o)}$", w=0.8, h=height, color=_PARAM)
-    _path(ax, [(x_o + 0.4, mid), (x_y - 0.28, mid)])
-    _rect(ax, x_y, mid, "$Y$", w=0.55, h=height, size=11)
+    right = _rect(ax, x_o, mid, "$W^{(o)}$", w=0.8, h=height, color=_PARAM,
+                  after=right)
+    _rect(ax, x_y, mid, "$Y$", w=0.55, h=height, size=11, after=right)
     plural = "s" if num_heads > 1 else ""
-    steps = ((x_x, "input"), (x_w, "project"),
-             (x_split, f"split into\n$H = {num_heads}$ head{plural}"),
-             (x_head, "attend\nindependently"), (x_cat, "concatenate"),
-             (x_o, "mix"), (x_y, "output"))
-    for x, text in steps:
-        _label(ax, x, top + 0.18, text, va="bottom")
-    sizes = ((x_x, width), (x_split, f"{head} each"),
-             (x_cat, f"{head} each"), (x_y, width))
-    for x, text in sizes:
-        _note(ax, x, bottom - 0.15, text, va="top")
+    steps = ((x_x, "input", width), (x_w, "project", ""),
+             (x_split, f"split into\n$H = {num_heads}$ head{plural}",
+              f"{head} each"), (x_head, "attend\nindependently", ""),
+             (x_cat, "concatenate", f"{head} each"), (x_o, "mix", ""),
+             (x_y, "output", width))
+    for x, step, dims in steps:
+        _label(ax, x, top + 0.18, step, va="bottom")
+        if dims:
+            _note(ax, x, bottom - 0.15, dims, va="top")
     return _finish(ax, layout, xlim, ylim, title)
 
 
 @styled
-def draw_cross_attention(
-    q_len: int = 3, kv_len: int = 5, *, ax: Axes | None = None,
-    title: str | None = None,
-) -> Axes:
+def draw_cross_attention(q_len: int = 3, kv_len: int = 5, *,
+                         ax: Axes | None = None,
+                         title: str | None = None) -> Axes:
     r"""Draw cross-attention from a decoder to an encoder's output.
 
     Queries :math:`Q = XW^{(q)}` from the decoder, keys and values
@@ -616,30 +586,30 @@ def draw_cross_attention(
     xlim = (x_dec - 1.55, max(x_out + 1.5, g_right + 3.2))
     ylim = (g_bottom - 1.1, y_enc + 0.4)
     ax, layout = _new_axes(ax, xlim, ylim, 0.62)
+    token = functools.partial(_rect, ax, w=0.52, h=0.5, size=9)
     # The encoder's output Z along the top: keys and values, by column.
     for j, x in enumerate(gx):
-        _rect(ax, x, y_enc, f"$z_{{{j + 1}}}$", w=0.52, h=0.5, size=9)
+        token(x, y_enc, f"$z_{{{j + 1}}}$")
         _path(ax, [(x, y_enc - 0.25), (x, g_top + 0.06)])
+    # Decoder tokens X down the left, a softmax row each, outputs right.
+    for i, y in enumerate(gy):
+        token(x_dec, y, f"$x_{{{i + 1}}}$")
+        token(x_out, y, f"$y_{{{i + 1}}}$")
+        _path(ax, [(x_dec + 0.26, y), (g_left - 0.06, y)],
+              [(g_right + 0.06, y), (x_out - 0.3, y)])
+    for (i, j), a in np.ndenumerate(grid):
+        shade = colormaps["Blues"](0.08 + 0.85 * float(a / grid.max()))
+        _patch(ax, gx[j] - cell / 2, gy[i] - cell / 2, cell, cell,
+               color=shade, edge="white", gid="weight")
+    _patch(ax, g_left, g_bottom, g_right - g_left, g_top - g_bottom, zorder=4)
     _label(ax, g_left - 0.2, y_enc, f"encoder output $Z$\n($L_k = {kv_len}$)",
            ha="right")
-    _note(ax, g_right + 0.2, (y_enc + g_top) / 2,
-          r"$K = ZW^{(k)}$" + "\n" + r"$V = ZW^{(v)}$", ha="left")
-    # Decoder tokens X down the left, a softmax row each, outputs right.
-    blues = colormaps["Blues"]
-    for i, y in enumerate(gy):
-        _rect(ax, x_dec, y, f"$x_{{{i + 1}}}$", w=0.52, h=0.5, size=9)
-        _path(ax, [(x_dec + 0.26, y), (g_left - 0.06, y)])
-        for j, x in enumerate(gx):
-            shade = blues(0.08 + 0.85 * float(grid[i, j] / grid.max()))
-            _patch(ax, x - cell / 2, y - cell / 2, cell, cell, color=shade,
-                   edge="white", gid="weight")
-        _path(ax, [(g_right + 0.06, y), (x_out - 0.3, y)])
-        _rect(ax, x_out, y, f"$y_{{{i + 1}}}$", w=0.52, h=0.5, size=9)
     _label(ax, x_dec, g_bottom - 0.15, f"decoder $X$\n($L_q = {q_len}$)",
            va="top")
+    _note(ax, g_right + 0.2, (y_enc + g_top) / 2,
+          r"$K = ZW^{(k)}$" + "\n" + r"$V = ZW^{(v)}$", ha="left")
     _note(ax, (x_dec + g_left) / 2 + 0.13, g_top + 0.1, r"$Q = XW^{(q)}$",
           va="bottom")
-    _patch(ax, g_left, g_bottom, g_right - g_left, g_top - g_bottom, zorder=4)
     _note(ax, (g_left + g_right) / 2, g_bottom - 0.15,
           f"weights $A$: ${q_len} \\times {kv_len}$\nSoftmax over each row",
           va="top")
@@ -648,9 +618,8 @@ def draw_cross_attention(
 
 
 @styled
-def draw_seq2seq_attention(
-    src_len: int = 4, *, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+def draw_seq2seq_attention(src_len: int = 4, *, ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
     r"""Draw one decoder step of an RNN encoder-decoder with attention.
 
     :math:`e_{ij} = v^\top \tanh(W_q s_{i-1} + W_k h_j + b)`,
@@ -665,52 +634,45 @@ def draw_seq2seq_attention(
     # Illustrative: the decoder reads mostly the second source token.
     alpha = _peaked(src_len, src_len)[min(1, src_len - 1)]
     xs = np.arange(src_len) * 1.2
-    span_left, span_right = xs[0] - 0.5, xs[-1] + 0.5
-    box_w = max(span_right - span_left, 4.6)
-    box_x = (span_left + span_right) / 2
+    # The scores and softmax boxes span the encoder states (and their text).
+    box_x, box_w = xs[-1] / 2, max(xs[-1] + 1.0, 4.6)
     box_right = box_x + box_w / 2
-    x_dec = max(box_right, span_right) + 1.35
+    x_dec = box_right + 1.35
     y_in, y_h, y_e, y_sm, y_bar, y_c = -1.0, 0.0, 1.2, 2.15, 2.85, 4.5
     bar_h = 0.8 / float(alpha.max())
-    xlim = (min(span_left, box_x - box_w / 2) - 1.6, x_dec + 1.75)
-    ylim = (y_in - 0.3, y_c + 1.05)
+    xlim, ylim = (box_x - box_w / 2 - 1.6, x_dec + 1.75), (-1.3, y_c + 1.05)
     ax, layout = _new_axes(ax, xlim, ylim, 0.72)
     # Encoder states h_j, scored, weighted and summed into the context.
     for j, (x, a) in enumerate(zip(xs, alpha, strict=True)):
-        ax.text(x, y_in, f"$x_{{{j + 1}}}$", ha="center", va="center",
-                fontsize=9)
-        _path(ax, [(x, y_in + 0.2), (x, y_h - 0.27)])
-        _rect(ax, x, y_h, f"$h_{{{j + 1}}}$", w=0.7, h=0.54, gid="encoder")
-        if j:
-            _path(ax, [(xs[j - 1] + 0.35, y_h), (x - 0.35, y_h)])
-        _path(ax, [(x, y_h + 0.27), (x, y_e - 0.3)])
-        _path(ax, [(x, y_e + 0.3), (x, y_sm - 0.25)])
-        _weight_bar(ax, x, y_bar, 0.5, bar_h * a)
-        _note(ax, x, (y_bar + y_sm + 0.25) / 2, f"{a:.2f}", size=7.5,
-              color=_LINE)
+        _text(ax, x, y_in, f"$x_{{{j + 1}}}$", size=9)
+        _rect(ax, x, y_h, f"$h_{{{j + 1}}}$", w=0.7, h=0.54, gid="encoder",
+              after=xs[j - 1] + 0.35 if j else None)
+        _path(ax, [(x, y_in + 0.2), (x, y_h - 0.27)],
+              [(x, y_h + 0.27), (x, y_e - 0.3)],
+              [(x, y_e + 0.3), (x, y_sm - 0.25)])
+        _weight_bar(ax, x, y_bar, 0.5, bar_h * a, a, (y_bar + y_sm + 0.25) / 2,
+                    size=7.5)
         _weight_line(ax, (x, y_bar + bar_h * a), (box_x, y_c - 0.27), a, 4.0)
     score = r"$e_{ij} = v^\top \tanh(W_q s_{i-1} + W_k h_j + b)$"
     _rect(ax, box_x, y_e, score, w=box_w, h=0.6, color=_FUNC, size=9)
     _rect(ax, box_x, y_sm, "Softmax over $j$", w=box_w, h=0.5, color=_FUNC,
           size=9)
-    rows = ((y_h, "encoder"), (y_e, "scores"),
-            (y_bar + 0.45, r"weights $\alpha_{ij}$"))
-    for y, text in rows:
+    for y, text in ((y_h, "encoder"), (y_e, "scores"),
+                    (y_bar + 0.45, r"weights $\alpha_{ij}$")):
         _label(ax, xlim[0] + 0.05, y, text, ha="left")
     _circle(ax, box_x, y_c, r"$\Sigma$", r=0.27)
     _note(ax, box_x - 0.4, y_c, r"$c_i = \sum_j \alpha_{ij} h_j$", ha="right",
           size=9)
     # Decoder: s_{i-1} asks, s_i takes the context and y_{i-1}.
     _rect(ax, x_dec, y_e, "$s_{i-1}$", gid="decoder")
-    _path(ax, [(x_dec - 0.4, y_e), (box_right, y_e)])
-    _rect(ax, x_dec, y_c, "$s_i$", gid="decoder")
-    _path(ax, [(x_dec, y_e + 0.28), (x_dec, y_c - 0.28)])
-    _path(ax, [(box_x + 0.27, y_c), (x_dec - 0.4, y_c)])
+    _rect(ax, x_dec, y_c, "$s_i$", gid="decoder", after=box_x + 0.27)
+    _path(ax, [(x_dec - 0.4, y_e), (box_right, y_e)],
+          [(x_dec, y_e + 0.28), (x_dec, y_c - 0.28)],
+          [(x_dec + 1.15, y_c), (x_dec + 0.4, y_c)],
+          [(x_dec, y_c + 0.28), (x_dec, y_c + 0.7)])
     _note(ax, (box_x + x_dec) / 2, y_c + 0.1, "context $c_i$", va="bottom")
-    _path(ax, [(x_dec + 1.15, y_c), (x_dec + 0.4, y_c)])
-    ax.text(x_dec + 1.2, y_c, "$y_{i-1}$", ha="left", va="center", fontsize=9)
-    _path(ax, [(x_dec, y_c + 0.28), (x_dec, y_c + 0.7)])
-    ax.text(x_dec, y_c + 0.75, "$y_i$", ha="center", va="bottom", fontsize=9)
+    _text(ax, x_dec + 1.2, y_c, "$y_{i-1}$", ha="left", size=9)
+    _text(ax, x_dec, y_c + 0.75, "$y_i$", va="bottom", size=9)
     _label(ax, x_dec + 0.12, (y_e + y_c) / 2, "decoder", ha="left")
     return _finish(ax, layout, xlim, ylim, title)
 
@@ -746,10 +708,9 @@ def _sublayer(ax: Axes, base: float, name: str, color: str,
 
 
 @styled
-def draw_transformer_block(
-    *, norm_first: bool = False, decoder: bool = False,
-    ax: Axes | None = None, title: str | None = None,
-) -> Axes:
+def draw_transformer_block(*, norm_first: bool = False, decoder: bool = False,
+                           ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
     r"""Draw one transformer layer: sublayers, residual paths and norms.
 
     Post-LN (Vaswani et al., 2017):
@@ -805,8 +766,6 @@ def draw_transformer_block(
     return _finish(ax, layout, xlim, ylim, title)
 
 
-# A token as a small labelled circle.
-_token = functools.partial(_circle, r=0.2, lw=0.8, size=7.5)
 _CELL = 0.42  # a cell of the attention-kinds grids
 # Encoder and decoder tokens: dot colour, filled-cell colour, letter.
 _SIDES = {"e": (_ENC, _tint(PALETTE[0], 0.75)),
@@ -829,10 +788,9 @@ def _kind_panel(ax: Axes, x0: float, allowed: np.ndarray, sides: str) -> None:
 
 
 @styled
-def draw_attention_kinds(
-    *, src_len: int = 5, tgt_len: int = 4, ax: Axes | None = None,
-    title: str | None = None,
-) -> Axes:
+def draw_attention_kinds(*, src_len: int = 5, tgt_len: int = 4,
+                         ax: Axes | None = None,
+                         title: str | None = None) -> Axes:
     """Draw the three kinds of attention in a transformer, side by side.
 
     Encoder self-attention (all to all), decoder masked self-attention
@@ -860,22 +818,15 @@ def draw_attention_kinds(
     ]
     # A panel's slot is wide enough for its grid and its caption.
     slots = [max(p[2].shape[1] * _CELL, 2.45) for p in panels]
-    lefts, x = [], 0.8
-    for slot in slots:
-        lefts.append(x)
-        x += slot + 1.25
-    rows = max(src_len, tgt_len)
-    xlim, ylim = (0.0, x - 1.25 + 0.1), (-rows * _CELL - 1.45, 0.65)
+    mids = [0.8 + sum(slots[:k]) + 1.25 * k + slots[k] / 2 for k in range(3)]
+    y_text = -max(src_len, tgt_len) * _CELL - 0.2  # under the tallest grid
+    xlim, ylim = (0.0, mids[2] + slots[2] / 2 + 0.1), (y_text - 1.25, 0.65)
     ax, layout = _new_axes(ax, xlim, ylim, 0.75)
-    for (name, rule, allowed, sides), left, slot in zip(
-        panels, lefts, slots, strict=True
-    ):
-        x0 = left + (slot - allowed.shape[1] * _CELL) / 2
-        _kind_panel(ax, x0, allowed, sides)
-        x_mid, y_text = x0 + allowed.shape[1] * _CELL / 2, -rows * _CELL - 0.2
+    for (name, rule, allowed, sides), x_mid in zip(panels, mids, strict=True):
+        _kind_panel(ax, x_mid - allowed.shape[1] * _CELL / 2, allowed, sides)
         _label(ax, x_mid, y_text, name, va="top")
         _note(ax, x_mid, y_text - 0.38, rule, va="top", size=8)
-    _note(ax, (xlim[0] + xlim[1]) / 2, ylim[0] + 0.05, va="bottom", size=8,
+    _note(ax, xlim[1] / 2, ylim[0] + 0.05, va="bottom", size=8,
           text="rows: queries    columns: keys    filled: may attend",
           color=_LINE)
     return _finish(ax, layout, xlim, ylim, title)
@@ -886,55 +837,16 @@ def draw_attention_kinds(
 _MAX_PATCHES = 64  # patches whose tiles still fit the text column
 _TILES_PER_ROW = 16
 _TILE, _TILE_GAP = 0.62, 0.14  # a token's side and the space between tokens
-
-
-def _image_grid(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
-                box: tuple[float, float, float, float],
-                grid: tuple[int, int], size: float) -> None:
-    """The image in ``box`` (x, y, w, h), its patch grid and indices."""
-    x0, y0, w, h = box
-    rows, cols = grid
-    ax.imshow(pixels, extent=(x0, x0 + w, y0, y0 + h), gid="image",
-              interpolation="nearest", zorder=2, **shown)
-    cell_w, cell_h = w / cols, h / rows
-    line: dict[str, Any] = {"color": PALETTE[3], "lw": 1.0, "zorder": 3}
-    for c in range(cols + 1):
-        ax.plot([x0 + c * cell_w] * 2, [y0, y0 + h], **line)
-    for r in range(rows + 1):
-        ax.plot([x0, x0 + w], [y0 + r * cell_h] * 2, **line)
-    white = {"boxstyle": "square,pad=0.1", "facecolor": "white",
-             "edgecolor": "none", "alpha": 0.8}
-    for index in range(rows * cols):
-        r, c = divmod(index, cols)
-        ax.text(x0 + c * cell_w + 0.05, y0 + h - r * cell_h - 0.05,
-                str(index), ha="left", va="top", fontsize=size,
-                color=PALETTE[3], zorder=4, bbox=white)
-
-
-def _tiles(ax: Axes, pixels: np.ndarray, shown: dict[str, Any],
-           patch_size: int, cols: int, origin: Point, size: float) -> None:
-    """Every patch as a framed tile, in reading order, from ``origin``."""
-    count = pixels.shape[0] // patch_size * cols
-    per_row = min(count, _TILES_PER_ROW)
-    for index in range(count):
-        r, c = divmod(index, cols)
-        block = pixels[r * patch_size : (r + 1) * patch_size,
-                       c * patch_size : (c + 1) * patch_size]
-        row, slot = divmod(index, per_row)
-        x = origin[0] + slot * (_TILE + _TILE_GAP)
-        top = origin[1] - row * (_TILE + 0.42)
-        ax.imshow(block, extent=(x, x + _TILE, top - _TILE, top), zorder=2,
-                  gid=f"patch-{index}", interpolation="nearest", **shown)
-        _patch(ax, x, top - _TILE, _TILE, _TILE, lw=0.8)
-        ax.text(x + _TILE / 2, top - _TILE - 0.08, str(index), ha="center",
-                va="top", fontsize=size, color=_MUTED)
+# A patch's number on the image, on a half-transparent white box.
+_ON_IMAGE: dict[str, Any] = {
+    "ha": "left", "va": "top", "color": PALETTE[3], "zorder": 4,
+    "bbox": {"boxstyle": "square,pad=0.1", "facecolor": "white",
+             "edgecolor": "none", "alpha": 0.8}}
 
 
 @styled
-def draw_patches(
-    image: torch.Tensor | np.ndarray, patch_size: int, *,
-    ax: Axes | None = None, title: str | None = None,
-) -> Axes:
+def draw_patches(image: torch.Tensor | np.ndarray, patch_size: int, *,
+                 ax: Axes | None = None, title: str | None = None) -> Axes:
     """Draw an image cut into patches, then the patches as a sequence.
 
     The patches are read row by row, left to right, as a Vision Transformer
@@ -960,46 +872,59 @@ def draw_patches(
     check_choice("image channels", channels, (1, 3))
     rows = check_divisible("image height", height, "patch_size", patch_size)
     cols = check_divisible("image width", width, "patch_size", patch_size)
-    count = rows * cols
+    count, p = rows * cols, patch_size
     if count > _MAX_PATCHES:
-        raise ValueError(f"patch_size={patch_size} cuts the {height}x{width} "
-                         f"image into {count} patches; at most "
-                         f"{_MAX_PATCHES} fit the drawing")
+        raise ValueError(f"patch_size={p} cuts the {height}x{width} image "
+                         f"into {count} patches; at most {_MAX_PATCHES} fit "
+                         "the drawing")
     pixels = array[0] if channels == 1 else array.transpose(1, 2, 0)
-    shown: dict[str, Any] = {}  # how a one-channel image is coloured
+    shown: dict[str, Any] = {"interpolation": "nearest", "zorder": 2}
     if channels == 1:
-        shown = {"cmap": "gray_r", "vmin": array.min(), "vmax": array.max()}
+        shown.update(cmap="gray_r", vmin=array.min(), vmax=array.max())
     per_row = min(count, _TILES_PER_ROW)
-    tile_rows = -(-count // per_row)
     strip = per_row * _TILE + (per_row - 1) * _TILE_GAP
-    img_w = 2.6 * width / max(height, width)  # the longer side is 2.6
-    img_h = 2.6 * height / max(height, width)
+    longest = max(height, width)  # drawn 2.6 units long
+    img_w, img_h = 2.6 * width / longest, 2.6 * height / longest
     total_w = max(strip, img_w + 3.2)
     y_tiles = -1.15  # top of the tiles; the image's bottom is at 0
-    bottom = y_tiles - tile_rows * (_TILE + 0.42)
+    bottom = y_tiles - -(-count // per_row) * (_TILE + 0.42)
     xlim, ylim = (-0.1, total_w + 0.1), (bottom - 0.45, img_h + 0.45)
     ax, layout = _new_axes(ax, xlim, ylim, 0.62)
-    x0 = (total_w - img_w) / 2
+    x0, cell_w, cell_h = (total_w - img_w) / 2, img_w / cols, img_h / rows
     size = 8.0 if count <= 16 else 6.0
-    _image_grid(ax, pixels, shown, (x0, 0.0, img_w, img_h), (rows, cols), size)
+    ax.imshow(pixels, extent=(x0, x0 + img_w, 0.0, img_h), gid="image",
+              **shown)
+    line: dict[str, Any] = {"color": PALETTE[3], "lw": 1.0, "zorder": 3}
+    for c in range(cols + 1):
+        ax.plot([x0 + c * cell_w] * 2, [0.0, img_h], **line)
+    for r in range(rows + 1):
+        ax.plot([x0, x0 + img_w], [r * cell_h] * 2, **line)
+    for index in range(count):  # its number on the image, then its tile
+        r, c = divmod(index, cols)
+        _text(ax, x0 + c * cell_w + 0.05, img_h - r * cell_h - 0.05,
+              str(index), size=size, **_ON_IMAGE)
+        row, slot = divmod(index, per_row)
+        x = (total_w - strip) / 2 + slot * (_TILE + _TILE_GAP)
+        top = y_tiles - row * (_TILE + 0.42)
+        ax.imshow(pixels[r * p : (r + 1) * p, c * p : (c + 1) * p],
+                  extent=(x, x + _TILE, top - _TILE, top),
+                  gid=f"patch-{index}", **shown)
+        _patch(ax, x, top - _TILE, _TILE, _TILE, lw=0.8)
+        _note(ax, x + _TILE / 2, top - _TILE - 0.08, str(index), va="top",
+              size=size)
     _note(ax, x0 + img_w + 0.25, img_h / 2, f"{height} × {width} image\n"
-          f"{rows} × {cols} patches\nof {patch_size} × {patch_size}",
-          ha="left")
-    origin = ((total_w - strip) / 2, y_tiles)
-    _tiles(ax, pixels, shown, patch_size, cols, origin, size)
+          f"{rows} × {cols} patches\nof {p} × {p}", ha="left")
     _path(ax, [(x0 + img_w / 2, -0.08), (x0 + img_w / 2, y_tiles + 0.1)])
     _note(ax, x0 + img_w / 2 + 0.15, y_tiles / 2, "read row by row", ha="left")
-    values = patch_size * patch_size * channels
     _note(ax, total_w / 2, bottom - 0.12, f"a sequence of {count} tokens, "
-          f"each {patch_size} × {patch_size} × {channels} = {values} values")
+          f"each {p} × {p} × {channels} = {p * p * channels} values")
     return _finish(ax, layout, xlim, ylim, title)
 
 
 @styled
-def draw_data_parallel(
-    num_devices: int = 2, *, batch_size: int | None = None,
-    ax: Axes | None = None, title: str | None = None,
-) -> Axes:
+def draw_data_parallel(num_devices: int = 2, *,
+                       batch_size: int | None = None, ax: Axes | None = None,
+                       title: str | None = None) -> Axes:
     r"""Draw one step of data-parallel training on ``num_devices`` devices.
 
     Each device computes :math:`g_d` on its shard of the batch; an
@@ -1024,26 +949,24 @@ def draw_data_parallel(
         rows, share = f"{batch_size}", f"{each}"
     col = 2.3  # width of one device's column
     width = max(devices, 2) * col  # one device: room for the labels
-    xs = [width / 2 + (d - (devices - 1) / 2) * col for d in range(devices)]
     y_batch, y_model, y_grad, y_reduce, y_step = 5.2, 3.85, 2.75, 1.65, 0.55
     xlim, ylim = (-0.25, width + 0.25), (-0.05, y_batch + 0.75)
     ax, layout = _new_axes(ax, xlim, ylim, 0.95)
     shard_w = (width - 0.5) / devices
-    for d, x in enumerate(xs):  # a shard of the batch, a replica each
-        colour = _HEADS[d % len(_HEADS)]
-        centre = 0.25 + d * shard_w + shard_w / 2
-        _rect(ax, centre, y_batch, f"{share} rows", w=shard_w, h=0.5,
-              color=colour, size=9, gid=f"shard-{d}")
-        _path(ax, [(centre, y_batch - 0.25), (x, y_model + 0.42)])
-        _rect(ax, x, y_model, f"device {d}\nmodel replica", w=1.8, h=0.8,
-              color=_PARAM, size=9, gid=f"replica-{d}")
-        _path(ax, [(x, y_model - 0.4), (x, y_grad + 0.27)])
-        _rect(ax, x, y_grad, f"loss, backward: $g_{{{d}}}$", w=1.8, h=0.5,
-              color=colour, size=9)
-        _path(ax, [(x, y_grad - 0.25), (x, y_reduce + 0.3)])
-        _path(ax, [(x, y_reduce - 0.3), (x, y_step + 0.27)])
-        _rect(ax, x, y_step, "optimizer step", w=1.8, h=0.5, color=_FUNC,
-              size=9)
+    box = functools.partial(_rect, ax, w=1.8, h=0.5, size=9)
+    for d in range(devices):  # a shard of the batch, a replica each
+        x = width / 2 + (d - (devices - 1) / 2) * col
+        colour, centre = _HEADS[d % len(_HEADS)], 0.25 + (d + 0.5) * shard_w
+        box(centre, y_batch, f"{share} rows", w=shard_w, color=colour,
+            gid=f"shard-{d}")
+        box(x, y_model, f"device {d}\nmodel replica", h=0.8, color=_PARAM,
+            gid=f"replica-{d}")
+        box(x, y_grad, f"loss, backward: $g_{{{d}}}$", color=colour)
+        box(x, y_step, "optimizer step", color=_FUNC)
+        _path(ax, [(centre, y_batch - 0.25), (x, y_model + 0.42)],
+              [(x, y_model - 0.4), (x, y_grad + 0.27)],
+              [(x, y_grad - 0.25), (x, y_reduce + 0.3)],
+              [(x, y_reduce - 0.3), (x, y_step + 0.27)])
     _label(ax, width / 2, y_batch + 0.48, f"global batch of {rows} rows, cut "
            f"into {devices} disjoint shard{'s' if devices > 1 else ''}")
     terms = " + ".join(f"g_{{{d}}}" for d in range(devices))

@@ -15,19 +15,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from .._checks import check_int
-from ._style import (
-    PALETTE,
-    as_array,
-    check_divisible,
-    check_labels,
-    check_len,
-    check_nonempty,
-    finish_chart,
-    get_axes,
-    place_legend,
-    styled,
-    subplots,
-)
+from . import _style
+from ._style import PALETTE, as_array, check_labels, get_axes, styled
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_head_split",
            "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks"]
@@ -142,9 +131,9 @@ def plot_heatmap(
     matrix = as_array(values, "values", 2)
     rows, cols = matrix.shape
     if cell_text is not None:
-        check_len("cell_text", cell_text, rows)
+        _style.check_len("cell_text", cell_text, rows)
         for i, row in enumerate(cell_text):
-            check_len(f"cell_text[{i}]", row, cols)
+            _style.check_len(f"cell_text[{i}]", row, cols)
     elif annotate:
         spec = "{:.2f}" if annotate is True else str(annotate)
         cell_text = [[spec.format(v) for v in row] for row in matrix]
@@ -163,7 +152,7 @@ def plot_heatmap(
         _write_cells(ax, image, cell_text)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, shrink=0.9, label=colorbar_label)
-    return finish_chart(ax, xlabel, ylabel, title)
+    return _style.finish_chart(ax, xlabel, ylabel, title)
 
 
 def _panels(count: int, ncols: int | None) -> tuple[list[Axes], int]:
@@ -173,7 +162,7 @@ def _panels(count: int, ncols: int | None) -> tuple[list[Axes], int]:
     ncols = min(check_int("ncols", ncols), count)
     nrows = math.ceil(count / ncols)
     size = (6.8, min(2.8 * nrows * min(3, ncols) / ncols + 0.6, 8.0))
-    _, grid = subplots(nrows, ncols, figsize=size)
+    _, grid = _style.subplots(nrows, ncols, figsize=size)
     for spare in grid[count:]:
         spare.set_visible(False)
     return list(grid[:count]), ncols
@@ -220,13 +209,13 @@ def plot_heatmaps(
     if isinstance(values, (torch.Tensor, np.ndarray)):
         mats = list(as_array(values, "values", 3))
     else:
-        check_nonempty("values", values)
+        _style.check_nonempty("values", values)
         mats = [as_array(m, f"values[{i}]", 2) for i, m in enumerate(values)]
     names = check_labels(titles, len(mats), "titles")
     if axes is None:
         panels, ncols = _panels(len(mats), ncols)
     else:
-        check_len("axes", axes, len(mats))
+        _style.check_len("axes", axes, len(mats))
         panels, ncols = [get_axes(ax) for ax in axes], ncols or len(mats)
     low, high = _limits(np.concatenate([m.ravel() for m in mats]), vmin, vmax)
     for k, (ax, matrix) in enumerate(zip(panels, mats, strict=True)):
@@ -311,7 +300,7 @@ def _allowed(mask: object, name: str) -> np.ndarray:
 def _mask_legend(ax: Axes) -> None:
     handles = [Patch(color=PALETTE[0], label="may attend"),
                Patch(color=_BLOCKED, label="blocked")]
-    place_legend(ax, "outside", handles=handles)
+    _style.place_legend(ax, "outside", handles=handles)
 
 
 @styled
@@ -355,7 +344,7 @@ def plot_masks(
         masks: maps a title to a 2-D mask (see :func:`plot_mask`).
         axes: one axes per mask; a new row of panels when ``None``.
     """
-    check_nonempty("masks", masks)
+    _style.check_nonempty("masks", masks)
     allowed = [_allowed(m, f"masks[{k!r}]") for k, m in masks.items()]
     out = plot_heatmaps(allowed, titles=list(masks), ncols=len(allowed),
                         axes=axes, **_MASK_STYLE)
@@ -378,7 +367,8 @@ def plot_head_split(
         title: axes title.
     """
     seq_len = check_int("seq_len", seq_len)
-    head_dim = check_divisible("d_model", d_model, "num_heads", num_heads)
+    head_dim = _style.check_divisible("d_model", d_model, "num_heads",
+                                      num_heads)
     ax = get_axes(ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6))
     for h in range(num_heads):
         left = h * head_dim - 0.5
