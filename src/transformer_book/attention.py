@@ -25,8 +25,8 @@ from ._checks import (
 )
 from .positional import RotaryEmbedding
 
-__all__ = ["KVCache", "MultiHeadAttention", "scaled_dot_product_attention",
-           "set_fused"]
+__all__ = ["KVCache", "MultiHeadAttention", "flash_attention",
+           "scaled_dot_product_attention", "set_fused"]
 
 
 def scaled_dot_product_attention(
@@ -105,6 +105,9 @@ def _prepare(
         device=q.device,
     )
     if unseen is not None:
+        if unseen.ndim > 2 and unseen.shape[-3] > k.shape[-3]:
+            # Grouped heads: a key is unseen if its whole group skips it.
+            unseen = unseen.unflatten(-3, (k.shape[-3], -1)).all(-3)
         k, v = k.masked_fill(unseen, 0.0), v.masked_fill(unseen, 0.0)
     return mask, empty, k, v
 
@@ -113,11 +116,13 @@ def _fused_attention(
     q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None,
     is_causal: bool, dropout_p: float,
 ) -> Tensor:
-    """PyTorch's kernel under the written-out path's masking rules."""
+    """PyTorch's kernel under the written-out path's masking rules; k
+    and v may have fewer heads than q (grouped-query attention)."""
     mask, empty, k, v = _prepare(q, k, v, attn_mask, is_causal)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p,
         is_causal=is_causal and mask is None,
+        enable_gqa=q.shape[:-2] != k.shape[:-2],
     )
     return out if empty is None else out.masked_fill(empty, 0.0)
 
@@ -127,7 +132,8 @@ class KVCache:
 
     Each call of :class:`MultiHeadAttention` with ``cache=`` appends its
     keys and values, its query ``i`` at position ``offset + i``; the buffer
-    doubles when full, and :meth:`keep_last` slides a window.
+    doubles when full, and :meth:`keep_last` slides a window. ``H`` here
+    is the layer's ``num_kv_heads``: grouped heads keep a smaller cache.
     """
 
     def __init__(self) -> None:
@@ -232,11 +238,17 @@ class MultiHeadAttention(nn.Module):
 
     Initialised as ``nn.MultiheadAttention``. ``rotary`` rotates queries
     and keys by their positions (RoPE, Su et al., 2021). Set ``fused =
-    False`` on an instance for the written-out path.
+    False`` on an instance for the written-out path. With ``G =
+    num_kv_heads < H`` heads of keys and values, query head ``h`` reads
+    key/value head ``h // (H // G)``: multi-query attention for ``G = 1``
+    (Shazeer, 2019), grouped-query attention otherwise (Ainslie et al.,
+    2023), as ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
 
     Args:
         d_model: model width, divisible by ``num_heads``.
         num_heads: number of heads of ``head_dim = d_model // num_heads``.
+        num_kv_heads: heads of keys and values, dividing ``num_heads``;
+            ``None`` means ``num_heads``.
         dropout: dropout on the attention weights (training mode only).
         bias: whether the four projections have biases.
         rotary: ``None`` or a ``RotaryEmbedding`` of ``head_dim``.
@@ -252,7 +264,8 @@ class MultiHeadAttention(nn.Module):
     captured: list[Tensor] | None = None  # set by capture_attention
 
     def __init__(
-        self, d_model: int, num_heads: int, *, dropout: float = 0.0,
+        self, d_model: int, num_heads: int, *,
+        num_kv_heads: int | None = None, dropout: float = 0.0,
         bias: bool = True, rotary: RotaryEmbedding | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -262,12 +275,18 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = check_int("num_heads", num_heads)
         check_divisible("d_model", d_model, "num_heads", num_heads)
         self.head_dim = d_model // num_heads
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.num_kv_heads = check_int("num_kv_heads", num_kv_heads)
+        check_divisible("num_heads", num_heads, "num_kv_heads",
+                        self.num_kv_heads)
+        kv_dim = self.num_kv_heads * self.head_dim
         self.dropout = check_probability("dropout", dropout)
         factory: dict[str, Any] = {"bias": check_bool("bias", bias),
                                    "device": device,
                                    "dtype": check_float_dtype("dtype", dtype)}
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            nn.Linear(d_model, d_model, **factory) for _ in range(4)
+            nn.Linear(d_model, width, **factory)
+            for width in (d_model, kv_dim, kv_dim, d_model)
         )
         if rotary is not None:
             check_instance("rotary", rotary, RotaryEmbedding,
@@ -283,8 +302,10 @@ class MultiHeadAttention(nn.Module):
     def reset_parameters(self) -> None:
         """Initialise the weights as ``nn.MultiheadAttention`` does."""
         # Xavier-uniform over the packed (3 d_model, d_model) matrix that
-        # PyTorch uses, applied to each third.
-        bound = math.sqrt(6.0 / (self.d_model + 3 * self.d_model))
+        # PyTorch uses, applied to each third; with fewer key/value heads,
+        # over the packed (d_model + 2 kv_dim, d_model) one.
+        kv_dim = self.num_kv_heads * self.head_dim
+        bound = math.sqrt(6.0 / (2 * self.d_model + 2 * kv_dim))
         for proj in (self.q_proj, self.k_proj, self.v_proj):
             nn.init.uniform_(proj.weight, -bound, bound)
         self.out_proj.reset_parameters()
@@ -299,8 +320,8 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, "
-                f"dropout={self.dropout}, bias={self.bias}, "
-                f"fused={self.fused}")
+                f"num_kv_heads={self.num_kv_heads}, dropout={self.dropout}, "
+                f"bias={self.bias}, fused={self.fused}")
 
     def forward(
         self, query: Tensor, key: Tensor | None = None,
@@ -327,18 +348,20 @@ class MultiHeadAttention(nn.Module):
                        cache=cache)
         offset = 0 if cache is None else cache.offset
         q = self._split_heads(self.q_proj(query))  # (B, H, q_len, head_dim)
-        k = self._split_heads(self.k_proj(key))  # (B, H, T, head_dim)
-        v = self._split_heads(self.v_proj(value))  # (B, H, T, head_dim)
+        k = self._split_heads(self.k_proj(key))  # (B, G, T, head_dim)
+        v = self._split_heads(self.v_proj(value))  # (B, G, T, head_dim)
         if self.rotary is not None:
             q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
         if cache is not None:  # the queries are the last q_len keys
-            k, v = cache.append(k, v)  # (B, H, kv_len, head_dim)
+            k, v = cache.append(k, v)  # (B, G, kv_len, head_dim)
             attn_mask = _after_cache(q, k, attn_mask, is_causal)
             is_causal = False
         p = self.dropout if self.training else 0.0
-        if self.fused and self.captured is None:
+        if self.fused and self.captured is None:  # G heads: enable_gqa
             out = _fused_attention(q, k, v, attn_mask, is_causal, p)
-        else:
+        else:  # query head h reads key/value head h // (H // G)
+            group = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
             out, weights = scaled_dot_product_attention(
                 q, k, v, attn_mask, is_causal=is_causal, dropout_p=p,
                 return_weights=True)
@@ -375,8 +398,9 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
-        # (B, T, d_model) -> (B, T, H, head_dim) -> (B, H, T, head_dim)
-        x = x.view(batch, length, self.num_heads, self.head_dim)
+        # (B, T, heads * head_dim) -> (B, T, heads, head_dim)
+        # -> (B, heads, T, head_dim); heads is H, or G for keys and values
+        x = x.view(batch, length, -1, self.head_dim)
         return x.transpose(1, 2)
 
     def _merge_heads(self, x: Tensor) -> Tensor:
@@ -429,3 +453,139 @@ def set_fused(model: nn.Module, fused: bool) -> nn.Module:
         if isinstance(module, MultiHeadAttention):
             module.fused = fused
     return model
+
+
+def flash_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, is_causal: bool = False,
+    block_size: int = 64,
+) -> Tensor:
+    r"""Exact attention, block by block, without the ``N x N`` scores
+    (FlashAttention, Dao et al., 2022).
+
+    Each block of queries walks the blocks of keys with an online softmax
+    (Milakov and Gimelshein, 2018): a running maximum :math:`m`, a running
+    sum :math:`\ell` and an accumulator :math:`o`, rescaled whenever the
+    maximum grows,
+
+    .. math::
+
+        m' = \max(m, \max_j s_j), \quad
+        \ell' = e^{m - m'} \ell + \sum_j e^{s_j - m'}, \quad
+        o' = e^{m - m'} o + \sum_j e^{s_j - m'} v_j,
+
+    and returns :math:`o / \ell`. Only ``q, k, v``, the output and each
+    row's logsumexp :math:`m + \log \ell` are saved; the backward pass
+    recomputes the probabilities block by block from them.
+
+    Args:
+        q, k, v: queries, keys and values.
+        is_causal: query ``i`` sees keys ``j <= i`` (top left, as
+            PyTorch's ``is_causal=True``); key blocks wholly above the
+            diagonal are skipped.
+        block_size: queries and keys per block.
+
+    Shape:
+        q: ``(..., q_len, D)``; k: ``(..., kv_len, D)``; v:
+        ``(..., kv_len, Dv)``; returns ``(..., q_len, Dv)``. ``...`` is
+        usually ``(B, H)``.
+
+    Returns:
+        The same values as ``F.scaled_dot_product_attention`` (zeros
+        where there are no keys).
+    """
+    _check_qkv(q, k, v, None)
+    is_causal = check_bool("is_causal", is_causal)
+    block_size = check_int("block_size", block_size)
+    out: Tensor = _FlashAttention.apply(q, k, v, is_causal, block_size)
+    return out
+
+
+def _key_blocks(i: int, kv_len: int, is_causal: bool, block: int) -> range:
+    """Starts of the key blocks that the query block at ``i`` sees."""
+    return range(0, min(i + 1, kv_len) if is_causal else kv_len, block)
+
+
+def _block_scores(
+    q_block: Tensor, k_block: Tensor, i: int, j: int, is_causal: bool
+) -> Tensor:
+    """Scores of queries ``i...`` against keys ``j...`` (``q`` scaled)."""
+    s = q_block @ k_block.transpose(-2, -1)  # (..., q_block, k_block)
+    if is_causal:  # query i + r sees key j + c when c <= r + (i - j)
+        allowed = masks.causal_mask(*s.shape[-2:], offset=i - j,
+                                    device=s.device)
+        s = s.masked_fill(~allowed, -math.inf)
+    return s
+
+
+def _flash_forward(
+    q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int
+) -> tuple[Tensor, Tensor]:
+    """The output and each row's logsumexp, one block of queries at a
+    time; nothing larger than ``(..., block, block)`` is made."""
+    q = q * q.shape[-1] ** -0.5
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])  # (..., q_len, Dv)
+    lse = q.new_empty(q.shape[:-1])  # (..., q_len)
+    for i in range(0, q.shape[-2], block):
+        q_i = q[..., i : i + block, :]  # (..., b, D)
+        row_max = q_i.new_full(q_i.shape[:-1], -math.inf)  # m
+        row_sum = torch.zeros_like(row_max)  # l
+        acc = q_i.new_zeros(*q_i.shape[:-1], v.shape[-1])  # o
+        for j in _key_blocks(i, k.shape[-2], is_causal, block):
+            s = _block_scores(q_i, k[..., j : j + block, :], i, j, is_causal)
+            new_max = torch.maximum(row_max, s.amax(dim=-1))
+            p = torch.exp(s - new_max[..., None])  # (..., b, b)
+            rescale = torch.exp(row_max - new_max)  # e^(m - m')
+            row_sum = rescale * row_sum + p.sum(dim=-1)
+            acc = rescale[..., None] * acc + p @ v[..., j : j + block, :]
+            row_max = new_max
+        # A row that saw a key has l >= 1 (its maximum adds e^0); a row
+        # with none (kv_len = 0) gets zeros, as PyTorch's kernel does.
+        out[..., i : i + block, :] = acc / row_sum.clamp_min(1.0)[..., None]
+        lse[..., i : i + block] = row_max + row_sum.log()
+    return out, lse
+
+
+def _flash_backward(
+    grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+    lse: Tensor, is_causal: bool, block: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of ``q, k, v``, recomputing ``P = exp(S - lse)`` block
+    by block: ``dV = P^T dO``, ``dS = P * (dO V^T - rowsum(dO * O))``,
+    ``dQ = dS K / sqrt(D)``, ``dK = dS^T Q / sqrt(D)``."""
+    scale = q.shape[-1] ** -0.5
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    delta = (grad * out).sum(dim=-1)  # (..., q_len): rowsum(P * dP)
+    for i in range(0, q.shape[-2], block):
+        rows = slice(i, i + block)
+        q_i, grad_i = q[..., rows, :] * scale, grad[..., rows, :]
+        for j in _key_blocks(i, k.shape[-2], is_causal, block):
+            cols = slice(j, j + block)
+            s = _block_scores(q_i, k[..., cols, :], i, j, is_causal)
+            p = torch.exp(s - lse[..., rows, None])  # recomputed weights
+            dv[..., cols, :] += p.transpose(-2, -1) @ grad_i
+            dp = grad_i @ v[..., cols, :].transpose(-2, -1)  # (..., b, b)
+            ds = p * (dp - delta[..., rows, None])
+            dq[..., rows, :] += ds @ k[..., cols, :] * scale
+            dk[..., cols, :] += ds.transpose(-2, -1) @ q_i
+    return dq, dk, dv
+
+
+class _FlashAttention(torch.autograd.Function):
+    """:func:`flash_attention`'s forward and recomputing backward."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
+        block: int,
+    ) -> Tensor:
+        out, lse = _flash_forward(q, k, v, is_causal, block)
+        ctx.save_for_backward(q, k, v, out, lse)  # no (N, N) tensor
+        ctx.is_causal, ctx.block = is_causal, block
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        q, k, v, out, lse = ctx.saved_tensors
+        grads = _flash_backward(grad, q, k, v, out, lse, ctx.is_causal,
+                                ctx.block)
+        return (*grads, None, None)

@@ -23,8 +23,8 @@ from ._checks import (
 )
 
 __all__ = ["PARALLEL_STRATEGIES", "AttentionFlops", "TrainingMemory",
-           "attention_flops", "loglog_slope", "lstm_flops", "peak_memory",
-           "score_matrix_bytes", "training_memory"]
+           "attention_flops", "kv_cache_bytes", "loglog_slope", "lstm_flops",
+           "peak_memory", "score_matrix_bytes", "training_memory"]
 
 
 def _sizes(**sizes: int) -> list[int]:
@@ -109,6 +109,37 @@ def score_matrix_bytes(
     sizes = _sizes(batch=batch, num_heads=num_heads, q_len=q_len,
                    kv_len=kv_len)
     return int(np.prod(sizes)) * check_float_dtype("dtype", dtype).itemsize
+
+
+def kv_cache_bytes(
+    *, num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int,
+    batch_size: int = 1, bytes_per_value: int = 2, window: int | None = None,
+) -> int:
+    r"""Bytes of a decoder's key/value cache after ``seq_len`` tokens.
+
+    .. math::
+
+        2 \cdot L \cdot G \cdot d_h \cdot \min(N, W) \cdot B \cdot b
+
+    (keys and values, for each layer, key/value head, feature, cached
+    position and sequence; :math:`b` bytes each). Grouped-query attention
+    (Ainslie et al., 2023) shrinks :math:`G`.
+
+    Args:
+        num_layers, num_kv_heads, head_dim: :math:`L`, :math:`G`,
+            :math:`d_h`.
+        seq_len, batch_size: tokens per sequence :math:`N`, sequences
+            :math:`B`.
+        bytes_per_value: :math:`b`, 2 for 16-bit values, 4 for float32.
+        window: a sliding window :math:`W` that caps the positions kept
+            (Mistral's); ``None``: every position.
+    """
+    sizes = _sizes(num_layers=num_layers, num_kv_heads=num_kv_heads,
+                   head_dim=head_dim, seq_len=seq_len, batch_size=batch_size,
+                   bytes_per_value=bytes_per_value)
+    if window is not None:
+        sizes[3] = min(sizes[3], check_int("window", window))
+    return 2 * int(np.prod(sizes, dtype=object))
 
 
 def peak_memory(

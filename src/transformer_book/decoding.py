@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ._checks import (
     check_int,
@@ -16,7 +16,8 @@ from ._checks import (
     check_tensor,
 )
 
-__all__ = ["beam_search", "generate", "sample", "top_k_filter", "top_p_filter"]
+__all__ = ["beam_search", "generate", "sample", "speculative_generate",
+           "top_k_filter", "top_p_filter"]
 
 NEG_INF = float("-inf")
 
@@ -217,3 +218,122 @@ def beam_search(
         )
     scored = [(seq, total / max(len(seq), 1) ** alpha) for seq, total in ended]
     return sorted(scored, key=lambda pair: pair[1], reverse=True)[:beam_width]
+
+
+def _config(model: nn.Module, name: str) -> Any:
+    """``model.config.<name>``, or ``None`` if there is none."""
+    return getattr(getattr(model, "config", None), name, None)
+
+
+def _next_logits(model: nn.Module, seq: Tensor, count: int) -> Tensor:
+    """Next-token logits ``(count, V)`` after each of the last ``count``
+    prefixes of ``seq`` ``(1, t)``, each cropped to the model's last
+    ``config.max_seq_len`` tokens as :meth:`GPT.generate
+    <transformer_book.models.gpt.GPT.generate>` crops them."""
+    window = _config(model, "max_seq_len")
+    if window is None or seq.shape[1] <= window:  # one causal pass
+        return model(seq)[0][0, -count:]
+    # Longer: the prefixes' windows, as one batch (count, window).
+    windows = seq[0, seq.shape[1] - count + 1 - window :].unfold(0, window, 1)
+    return model(windows)[0][:, -1]
+
+
+def _probs(logits: Tensor, temperature: float) -> Tensor:
+    r"""float64 :math:`\mathrm{softmax}(z / T)`; the argmax one-hot at 0."""
+    if temperature == 0.0:
+        return nn.functional.one_hot(
+            logits.argmax(-1), logits.shape[-1]).double()
+    return (logits.double() / temperature).softmax(-1)
+
+
+@torch.no_grad()
+def speculative_generate(
+    target: nn.Module, draft: nn.Module, idx: Tensor, max_new_tokens: int,
+    *, k: int = 4, temperature: float = 0.0,
+    generator: torch.Generator | None = None, stats: list[int] | None = None,
+) -> Tensor:
+    r"""Sample ``target`` with ``k`` tokens proposed by ``draft`` per call.
+
+    Speculative sampling (Leviathan et al., 2023; Chen et al., 2023): the
+    draft samples :math:`x_1, \dots, x_k` from its distributions
+    :math:`q_i`; one target call gives :math:`p_1, \dots, p_{k+1}`. Each
+    :math:`x_i` in turn is kept with probability
+    :math:`\min(1, p_i(x_i) / q_i(x_i))`; the first one refused is replaced
+    by a draw from :math:`\max(0, p_i - q_i)` (normalised), and if all
+    :math:`k` are kept, a bonus token comes from :math:`p_{k+1}`. Every
+    token then follows the target's distribution exactly; at ``T = 0``
+    (one-hot :math:`p`, :math:`q`) the output is the target's greedy one.
+    Each model sees at most its last ``config.max_seq_len`` tokens, as
+    :meth:`GPT.generate <transformer_book.models.gpt.GPT.generate>` does.
+
+    Args:
+        target: the model sampled from, called as ``target(idx)`` and
+            returning ``(logits, loss)`` like
+            :class:`~transformer_book.models.gpt.GPT`.
+        draft: a cheaper model of the same kind, on the same vocabulary.
+        idx: the prompt, one row.
+        max_new_tokens: the number of tokens to add, ``>= 0``.
+        k: the draft tokens proposed per target call, ``>= 1``.
+        temperature: :math:`T \ge 0`, of both models; ``0`` is greedy.
+        generator: the random generator of the draws.
+        stats: if a list, the number of draft tokens accepted at each
+            target call is appended to it.
+
+    Shape:
+        - idx: ``(1, T)``, ``T >= 1``; returns a new int64 tensor
+          ``(1, T + max_new_tokens)``.
+    """
+    check_integer_tensor("idx", idx, "integer token ids", ndim=2)
+    if idx.shape[0] != 1 or idx.shape[1] == 0:
+        raise ValueError(f"idx must be one prompt (1, T), T >= 1, got shape "
+                         f"{tuple(idx.shape)}")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+    k = check_int("k", k)
+    temperature = check_number("temperature", temperature, minimum=0.0)
+    vocab = [_config(m, "vocab_size") or _next_logits(m, idx, 1).shape[-1]
+             for m in (target, draft)]
+    if vocab[0] != vocab[1]:
+        raise ValueError(f"target and draft must share the vocabulary, "
+                         f"got sizes {vocab[0]} and {vocab[1]}")
+    window = _config(target, "max_seq_len")
+
+    def draw(weights: Tensor) -> Tensor:  # (V,) -> (1, 1)
+        if temperature == 0.0:
+            return weights.argmax().view(1, 1)
+        return torch.multinomial(weights, 1, generator=generator)[None]
+
+    was_training = [m.training for m in (target, draft)]
+    target.eval()
+    draft.eval()
+    out = idx.to(torch.long, copy=True)  # never the caller's tensor
+    end = idx.shape[1] + max_new_tokens
+    try:
+        while out.shape[1] < end:
+            n = out.shape[1]
+            k_now = min(k, end - n)
+            if window is not None and n < window:  # all k + 1 prefixes
+                k_now = min(k_now, window - n)  # fit one window, uncropped
+            qs, seq = [], out
+            for _ in range(k_now):  # the draft proposes, one token a call
+                qs.append(_probs(_next_logits(draft, seq, 1)[0], temperature))
+                seq = torch.cat((seq, draw(qs[-1])), dim=1)
+            p = _probs(_next_logits(target, seq, k_now + 1), temperature)
+            accepted = 0  # the target checks, all positions in one call
+            for i, q in enumerate(qs):
+                x = seq[0, n + i]
+                # T = 0: p and q are one-hot, x is kept iff p(x) = 1.
+                u = torch.rand((), generator=generator, dtype=torch.float64,
+                               device=p.device) if temperature else 0.0
+                if u >= p[i, x] / q[x]:  # kept with prob. min(1, p/q)
+                    break
+                accepted += 1
+            last = p[accepted]  # the bonus token's distribution...
+            if accepted < k_now:  # ...or the rejected token's residual
+                last = (p[accepted] - qs[accepted]).clamp(min=0.0)
+            out = torch.cat((seq[:, : n + accepted], draw(last)), dim=1)
+            if stats is not None:
+                stats.append(accepted)
+    finally:
+        for model, mode in zip((target, draft), was_training, strict=True):
+            model.train(mode)
+    return out[:, :end]

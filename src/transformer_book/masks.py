@@ -22,7 +22,8 @@ from ._checks import (
 
 __all__ = ["bottom_right_causal_mask", "broadcast_mask", "causal_mask",
            "check_mask_dtype", "disallowed_rows", "mask_to_bias",
-           "merge_masks", "padding_mask", "prepare_mask"]
+           "merge_masks", "padding_mask", "prepare_mask",
+           "sliding_window_mask"]
 
 
 def causal_mask(
@@ -49,6 +50,19 @@ def bottom_right_causal_mask(
     q_len = check_int("q_len", q_len, minimum=0)
     kv_len = check_int("kv_len", kv_len, minimum=q_len)
     return causal_mask(q_len, kv_len, offset=kv_len - q_len, device=device)
+
+
+def sliding_window_mask(
+    q_len: int, kv_len: int | None = None, *, window: int,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Boolean ``(q_len, kv_len)`` causal mask of a sliding window (as in
+    Mistral, Jiang et al., 2023): query ``i`` sees the ``window`` keys
+    ``i - window < j <= i`` (top left); ``kv_len`` is ``q_len`` when
+    ``None``."""
+    window = check_int("window", window)
+    causal = causal_mask(q_len, kv_len, device=device)
+    return torch.triu(causal, diagonal=1 - window)
 
 
 def padding_mask(

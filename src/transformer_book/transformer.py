@@ -72,6 +72,7 @@ class _Layer(nn.Module):
         dropout: float = 0.0, activation: str = "relu",
         norm_first: bool = False, bias: bool = True, eps: float = 1e-5,
         rotary: RotaryEmbedding | None = None,
+        num_kv_heads: int | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -86,9 +87,10 @@ class _Layer(nn.Module):
             return Residual(norm, sublayer, norm_first, dropout=dropout)
 
         # Built in this order: the order of the random initialisation.
-        self.self_attn = residual(
-            MultiHeadAttention(d_model, num_heads, rotary=rotary, **attn)
-        )
+        self.self_attn = residual(MultiHeadAttention(
+            d_model, num_heads, num_kv_heads=num_kv_heads, rotary=rotary,
+            **attn,
+        ))
         if self._cross:  # rotary positions: in the self-attention only
             self.cross_attn = residual(
                 MultiHeadAttention(d_model, num_heads, **attn)
@@ -133,6 +135,8 @@ class EncoderLayer(_Layer):
         bias: whether the linear maps and the norms have biases.
         eps: the norms' epsilon.
         rotary: ``None`` or a rotary embedding for the self-attention.
+        num_kv_heads: key/value heads of the self-attention (grouped-query
+            attention); ``None`` means ``num_heads``.
 
     Shape:
         x: ``(B, T, d_model)``; attn_mask broadcasts to

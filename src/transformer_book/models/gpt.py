@@ -17,8 +17,10 @@ from torch import Tensor, nn
 from .._checks import (
     check_bool,
     check_choice,
+    check_divisible,
     check_id_tensor,
     check_ids,
+    check_int,
     check_integer_tensor,
     skip_inner_checks,
 )
@@ -50,6 +52,10 @@ class GPTConfig:
         positional: ``"learned"`` (a table added to the embeddings, GPT-2)
             or ``"rope"`` (rotary queries and keys, Su et al., 2021).
         tie_weights: the LM head reuses the token-embedding matrix.
+        num_kv_heads: heads of keys and values, dividing ``num_heads``:
+            1 is multi-query attention (Shazeer, 2019), fewer than
+            ``num_heads`` grouped-query (Ainslie et al., 2023); ``None``
+            means ``num_heads``.
     """
 
     vocab_size: int
@@ -62,6 +68,7 @@ class GPTConfig:
     bias: bool = True
     positional: str = "learned"
     tie_weights: bool = True
+    num_kv_heads: int | None = None  # None: one per query head (GPT-2)
 
     def __post_init__(self) -> None:
         check_choice("positional", self.positional, ("learned", "rope"))
@@ -70,6 +77,10 @@ class GPTConfig:
                     rotary=rope)
         check_bool("bias", self.bias)
         check_bool("tie_weights", self.tie_weights)
+        if self.num_kv_heads is not None:
+            check_int("num_kv_heads", self.num_kv_heads)
+            check_divisible("num_heads", self.num_heads, "num_kv_heads",
+                            self.num_kv_heads)
 
     @property
     def head_dim(self) -> int:
@@ -122,7 +133,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             EncoderLayer(c.d_model, c.num_heads, c.d_ff or 4 * c.d_model,
                          dropout=c.dropout, activation="gelu",
-                         norm_first=True, bias=c.bias, rotary=rotary)
+                         norm_first=True, bias=c.bias, rotary=rotary,
+                         num_kv_heads=c.num_kv_heads)
             for _ in range(c.num_layers)
         )
         self.final_norm = LayerNorm(c.d_model, bias=c.bias)
