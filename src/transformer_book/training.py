@@ -49,6 +49,7 @@ from ._checks import (
     check_int,
     check_integer_tensor,
     check_number,
+    check_probability,
     check_tensor,
 )
 from .checkpoint import (
@@ -106,16 +107,13 @@ def cross_entropy(logits: Tensor, targets: Tensor, *,
         raise ValueError("logits must have shape targets.shape + (V,), got "
                          f"logits {tuple(logits.shape)} and targets "
                          f"{tuple(targets.shape)}")
-    label_smoothing = check_number("label_smoothing", label_smoothing,
-                                   minimum=0.0, maximum=1.0,
-                                   max_inclusive=False)
+    label_smoothing = check_probability("label_smoothing", label_smoothing)
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),  # (..., V) -> (N, V)
         targets.reshape(-1).long(),  # (...) -> (N,)
         ignore_index=ignore_index, label_smoothing=label_smoothing)
 
 
-@torch.no_grad()
 @torch.no_grad()
 def accuracy(model: nn.Module, inputs: Tensor, targets: Tensor, *,
              batch_size: int = 1000) -> float:
@@ -152,9 +150,8 @@ class WarmupCosine:
         min_lr_ratio: the final factor ``r``, in ``[0, 1]``.
     """
 
-    def __init__(
-        self, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
-    ) -> None:
+    def __init__(self, *, warmup_steps: int, total_steps: int,
+                 min_lr_ratio: float = 0.0) -> None:
         self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
         self.total_steps = check_int("total_steps", total_steps)
         if self.warmup_steps >= self.total_steps:
@@ -187,8 +184,7 @@ def warmup_cosine(optimizer: Optimizer, *, warmup_steps: int,
            "a torch.optim.Optimizer")
     return LambdaLR(optimizer, WarmupCosine(
         warmup_steps=warmup_steps, total_steps=total_steps,
-        min_lr_ratio=min_lr_ratio,
-    ))
+        min_lr_ratio=min_lr_ratio))
 
 
 @dataclass
@@ -652,12 +648,10 @@ def fit(
     """
     expect("progress", progress, progress in (None, True, False),
            "True, False or None")
-    loop = _Loop(
-        step, batches, optimizer, epochs, max_steps, scheduler,
-        clip_grad_norm, eval_fn, eval_every, model, checkpoint,
-        checkpoint_every, generators, autocast, tokens_per_batch, extra,
-        tokenizer, accumulate,
-    )
+    loop = _Loop(step, batches, optimizer, epochs, max_steps, scheduler,
+                 clip_grad_norm, eval_fn, eval_every, model, checkpoint,
+                 checkpoint_every, generators, autocast, tokens_per_batch,
+                 extra, tokenizer, accumulate)
     if resume is not None:
         loop.resume(resume)
     total: float | None = max_steps
