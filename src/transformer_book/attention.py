@@ -280,6 +280,7 @@ class MultiHeadAttention(nn.Module):
         check_divisible("num_heads", num_heads, "num_kv_heads",
                         self.num_kv_heads)
         kv_dim = self.num_kv_heads * self.head_dim
+        self.group_size = num_heads // self.num_kv_heads  # queries per kv head
         self.dropout = check_probability("dropout", dropout)
         factory: dict[str, Any] = {"bias": check_bool("bias", bias),
                                    "device": device,
@@ -354,14 +355,12 @@ class MultiHeadAttention(nn.Module):
             q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
         if cache is not None:  # the queries are the last q_len keys
             k, v = cache.append(k, v)  # (B, G, kv_len, head_dim)
-            attn_mask = _after_cache(q, k, attn_mask, is_causal)
-            is_causal = False
+            attn_mask, is_causal = _after_cache(q, k, attn_mask, is_causal)
         p = self.dropout if self.training else 0.0
         if self.fused and self.captured is None:  # G heads: enable_gqa
             out = _fused_attention(q, k, v, attn_mask, is_causal, p)
-        else:  # query head h reads key/value head h // (H // G)
-            group = self.num_heads // self.num_kv_heads
-            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        else:  # query head h reads key/value head h // group_size
+            k, v = (x.repeat_interleave(self.group_size, 1) for x in (k, v))
             out, weights = scaled_dot_product_attention(
                 q, k, v, attn_mask, is_causal=is_causal, dropout_p=p,
                 return_weights=True)
@@ -435,14 +434,15 @@ class MultiHeadAttention(nn.Module):
 
 def _after_cache(
     q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal: bool
-) -> Tensor | None:
+) -> tuple[Tensor | None, bool]:
     """``attn_mask`` with the bottom-right causal mask, when there is more
-    than one query (one query sees every cached key)."""
+    than one query (one query sees every cached key), and ``is_causal``
+    then: ``False``, the mask holds it."""
     if not is_causal or q.shape[2] == 1:
-        return attn_mask
+        return attn_mask, False
     causal = masks.bottom_right_causal_mask(q.shape[2], k.shape[2],
                                             device=q.device)
-    return masks.merge_masks(causal, attn_mask)
+    return masks.merge_masks(causal, attn_mask), False
 
 
 def set_fused(model: nn.Module, fused: bool) -> nn.Module:
