@@ -57,6 +57,20 @@ def run(page: Path, timeout: int) -> bool:
         for out in cell.get("outputs", [])
         if "scrapbook" in out.get("metadata", {})
     )
+    # {glue:text}`name:.2f` formats float(text/plain): a numpy scalar's
+    # repr, np.float64(...), fails the strict build; glue float(x).
+    numpy = sorted(
+        out["metadata"]["scrapbook"]["name"]
+        for cell in notebook.cells
+        for out in cell.get("outputs", [])
+        if "scrapbook" in out.get("metadata", {})
+        and str(out.get("data", {}).get(
+            "application/papermill.record/text/plain", "")).startswith("np.")
+    )
+    if numpy:
+        print(f"{page}: glued numpy scalars (glue float(x) or int(x)): "
+              f"{', '.join(numpy)}", file=sys.stderr)
+        ok = False
     print(f"{page}: {'ok' if ok else 'FAILED'} in {total:.1f} s")
     print(f"  glued: {', '.join(glued) or '(none)'}")
     out_dir = ROOT / "_build" / "pages"
