@@ -60,9 +60,8 @@ def preset() -> str:
     allowed = ("gpu",) if smoke() else PRESETS
     if value not in allowed:
         why = f" ({SMOKE_ENV_VAR} runs it; unset one)" if smoke() else ""
-        raise ValueError(
-            f"{PRESET_ENV_VAR}={raw!r} is not a preset: expected one of "
-            f"{', '.join(map(repr, allowed))}{why}")
+        raise ValueError(f"{PRESET_ENV_VAR}={raw!r} is not a preset: expected "
+                         f"one of {', '.join(map(repr, allowed))}{why}")
     return value
 
 

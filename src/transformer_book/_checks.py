@@ -41,8 +41,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = 1) -> int:
     if minimum is not None and value < minimum:
         expected = {0: "non-negative", 1: "positive"}.get(minimum)
         raise ValueError(
-            f"{name}={value} must be {expected or f'at least {minimum}'}"
-        )
+            f"{name}={value} must be {expected or f'at least {minimum}'}")
     return int(value)
 
 
@@ -54,16 +53,13 @@ def check_even(name: str, value: Any, *, why: str = "") -> int:
     return value
 
 
-def check_number(
-    name: str, value: Any, *, minimum: float | None = None,
-    maximum: float | None = None, min_inclusive: bool = True,
-    max_inclusive: bool = True,
-) -> float:
+def check_number(name: str, value: Any, *, minimum: float | None = None,
+                 maximum: float | None = None, min_inclusive: bool = True,
+                 max_inclusive: bool = True) -> float:
     """Return ``value`` as a finite ``float`` within the bounds (strings
     and bools refused; numpy scalars and 0-d tensors convert)."""
-    if isinstance(value, (bool, str, bytes)) or not hasattr(
-        value, "__float__"
-    ):
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value,
+                                                            "__float__"):
         raise TypeError(f"{name} must be a number, got {_type_name(value)}")
     value = float(value)
     low = minimum is not None and (
@@ -109,9 +105,8 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(check_instance(name, value, (bool, np.bool_), "a bool"))
 
 
-def check_instance(
-    name: str, value: Any, cls: type | tuple[type, ...], what: str = ""
-) -> Any:
+def check_instance(name: str, value: Any, cls: type | tuple[type, ...],
+                   what: str = "") -> Any:
     """Return ``value`` if it is an instance of ``cls`` (``what`` it is)."""
     if not isinstance(value, cls):
         what = what or f"a {getattr(cls, '__name__', cls)}"
@@ -119,14 +114,12 @@ def check_instance(
     return value
 
 
-def check_tensor(
-    name: str, x: Any, *, ndim: int | tuple[int, ...] | None = None,
-    floating: bool = False,
-) -> Tensor:
+def check_tensor(name: str, x: Any, *,
+                 ndim: int | tuple[int, ...] | None = None,
+                 floating: bool = False) -> Tensor:
     """Return ``x`` if it is a tensor of the given rank (and floating)."""
-    if not isinstance(x, Tensor) or (
-        floating and not x.dtype.is_floating_point
-    ):
+    if not isinstance(x, Tensor) or (floating
+                                     and not x.dtype.is_floating_point):
         got = x.dtype if isinstance(x, Tensor) else _type_name(x)
         kind = "a floating tensor" if floating else "a Tensor"
         raise TypeError(f"{name} must be {kind}, got {got}")
@@ -137,10 +130,8 @@ def check_tensor(
     return x
 
 
-def check_shape(
-    name: str, x: Any, shape: Sequence[int | None], what: str, *,
-    like: Tensor | None = None,
-) -> Tensor:
+def check_shape(name: str, x: Any, shape: Sequence[int | None], what: str, *,
+                like: Tensor | None = None) -> Tensor:
     """Return ``x`` if it is a floating tensor of ``shape`` (``None``: any
     size; ``what`` describes it), with ``like``'s dtype."""
     check_tensor(name, x, ndim=len(shape), floating=True)
@@ -149,17 +140,14 @@ def check_shape(
     pairs = zip(shape, x.shape, strict=True)
     if any(s is not None and s != n for s, n in pairs):
         expected = ", ".join("*" if s is None else str(s) for s in shape)
-        raise ValueError(
-            f"{name} has shape {tuple(x.shape)}, expected {what} = "
-            f"({expected})"
-        )
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {what} "
+                         f"= ({expected})")
     return x
 
 
-def check_features(
-    name: str, x: Any, size: int, what: str = "d_model", *,
-    ndim: int | None = None, like: Tensor | None = None,
-) -> Tensor:
+def check_features(name: str, x: Any, size: int, what: str = "d_model", *,
+                   ndim: int | None = None,
+                   like: Tensor | None = None) -> Tensor:
     """Return ``x`` if it is a floating tensor ``(..., size)`` (``what``
     names ``size``), with ``like``'s dtype."""
     check_tensor(name, x, ndim=ndim, floating=True)
@@ -167,17 +155,13 @@ def check_features(
     return check_shape(name, x, shape, f"(..., {what}={size})", like=like)
 
 
-def check_param_dtype(
-    name: str, x: Tensor, weight: Tensor, what: str = "the parameters are"
-) -> None:
+def check_param_dtype(name: str, x: Tensor, weight: Tensor,
+                      what: str = "the parameters are") -> None:
     """``x`` must have the dtype of ``weight`` (unless under autocast)."""
-    if x.dtype != weight.dtype and not torch.is_autocast_enabled(
-        x.device.type
-    ):
-        raise TypeError(
-            f"{name} has dtype {x.dtype}, but {what} {weight.dtype}; "
-            f"convert one of them with .to()"
-        )
+    if (x.dtype != weight.dtype
+            and not torch.is_autocast_enabled(x.device.type)):
+        raise TypeError(f"{name} has dtype {x.dtype}, but {what} "
+                        f"{weight.dtype}; convert one of them with .to()")
 
 
 def check_float_dtype(name: str, dtype: Any) -> torch.dtype:
@@ -189,23 +173,18 @@ def check_float_dtype(name: str, dtype: Any) -> torch.dtype:
     return dtype
 
 
-def check_integer_tensor(
-    name: str, x: Any, what: str, *,
-    ndim: int | tuple[int, ...] | None = None,
-) -> Tensor:
+def check_integer_tensor(name: str, x: Any, what: str, *,
+                         ndim: int | tuple[int, ...] | None = None) -> Tensor:
     """Return ``x`` if it is a tensor of an integer dtype (not bool)."""
     check_tensor(name, x, ndim=ndim)
     if x.dtype.is_floating_point or x.dtype.is_complex or (
-        x.dtype == torch.bool
-    ):
+            x.dtype == torch.bool):
         raise TypeError(f"{name} must hold {what}, got {x.dtype}")
     return x
 
 
-def check_id_tensor(
-    name: str, ids: Any, vocab_size: int, *,
-    ndim: int | tuple[int, ...] | None = None,
-) -> Tensor:
+def check_id_tensor(name: str, ids: Any, vocab_size: int, *,
+                    ndim: int | tuple[int, ...] | None = None) -> Tensor:
     """Return ``ids`` if it is an integer tensor of ids in the vocabulary;
     the values are checked on a CPU only (elsewhere it would wait for the
     device at every call)."""
@@ -215,15 +194,12 @@ def check_id_tensor(
         if bad.any():
             raise ValueError(
                 f"token id {int(ids[bad][0])} in {name} is outside the "
-                f"vocabulary (vocab_size={vocab_size})"
-            )
+                f"vocabulary (vocab_size={vocab_size})")
     return ids
 
 
-def check_ids(
-    name: str, ids: Any, vocab_size: int, max_seq_len: int | None = None,
-    cached: int = 0,
-) -> Tensor:
+def check_ids(name: str, ids: Any, vocab_size: int,
+              max_seq_len: int | None = None, cached: int = 0) -> Tensor:
     """``(B, T)`` token ids, ``T >= 1``, as int64 (with ``max_seq_len``:
     ``cached + T <= max_seq_len``); the values as :func:`check_id_tensor`."""
     check_id_tensor(name, ids, vocab_size, ndim=2)
@@ -233,8 +209,7 @@ def check_ids(
         raise ValueError(
             f"{name} has no tokens (shape {tuple(ids.shape)})" if not length
             else f"{name} has length {length} after {cached} cached positions:"
-            f" {cached + length} is more than max_seq_len={max_seq_len}"
-        )
+            f" {cached + length} is more than max_seq_len={max_seq_len}")
     return ids.long()
 
 
@@ -243,30 +218,23 @@ def check_vocab_id(config: Any, name: str, *vocab_sizes: str) -> None:
     value = check_int(name, getattr(config, name), minimum=0)
     for vocab in vocab_sizes:
         if value >= getattr(config, vocab):
-            raise ValueError(
-                f"{name}={value} is outside the vocabulary "
-                f"({vocab}={getattr(config, vocab)})"
-            )
+            raise ValueError(f"{name}={value} is outside the vocabulary "
+                             f"({vocab}={getattr(config, vocab)})")
 
 
-def check_token_ids(
-    ids: Iterable[int], vocab_size: int, name: str = "ids"
-) -> list[int]:
+def check_token_ids(ids: Iterable[int], vocab_size: int,
+                    name: str = "ids") -> list[int]:
     """Return ``ids`` (a sequence, tensor or array) as a list of ints, each
     in ``range(vocab_size)``."""
     if isinstance(ids, (str, bytes, int)):
-        raise TypeError(
-            f"{name} must be a sequence of int token ids, got "
-            f"{_type_name(ids)}"
-        )
+        raise TypeError(f"{name} must be a sequence of int token ids, got "
+                        f"{_type_name(ids)}")
     ids = ids.tolist() if hasattr(ids, "tolist") else ids
     out = [_index(i, f"{name} must hold int token ids") for i in ids]
     for i in out:
         if not 0 <= i < vocab_size:
-            raise ValueError(
-                f"token id {i} in {name} is outside the vocabulary "
-                f"(vocab_size={vocab_size})"
-            )
+            raise ValueError(f"token id {i} in {name} is outside the "
+                             f"vocabulary (vocab_size={vocab_size})")
     return out
 
 
@@ -283,20 +251,17 @@ def check_tensor_like(name: str, value: Any, expected: str) -> Tensor:
     return tensor
 
 
-def check_twin(
-    module: Any, twin: type,
-    unsupported: Callable[[Any], dict[str, bool]] = lambda _: {},
-) -> Any:
+def check_twin(module: Any, twin: type,
+               unsupported: Callable[[Any], dict[str, bool]] = lambda _: {}
+              ) -> Any:
     """Return ``module`` if it is a ``twin`` that ``from_torch`` copies
     exactly: ``unsupported(module)`` maps each setting this package lacks
     (as the reader would write it) to whether ``module`` has it."""
     check_instance("module", module, twin, f"a torch.nn.{twin.__name__}")
     found = [what for what, present in unsupported(module).items() if present]
     if found:
-        raise ValueError(
-            f"module has {', '.join(found)}, which this class does not "
-            f"support"
-        )
+        raise ValueError(f"module has {', '.join(found)}, which this class "
+                         "does not support")
     return module
 
 

@@ -150,9 +150,8 @@ def save_verified(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, head + _TAG + digest)
 
 
-def load_verified(
-    path: Path, *, map_location: str | torch.device | None = "cpu"
-) -> Any:
+def load_verified(path: Path, *,
+                  map_location: str | torch.device | None = "cpu") -> Any:
     """Check the checksum of a :func:`save_verified` file, then load it.
 
     Raises:
@@ -165,20 +164,17 @@ def load_verified(
         raise ValueError(f"{path} is empty: not a checkpoint")
     tag = data[-_TRAILER : -_TRAILER + len(_TAG)]
     if len(data) < _TRAILER + _END_OF_ZIP_SIZE or tag != _TAG:
-        raise ValueError(
-            f"{path} is truncated or not a transformer_book checkpoint: "
-            "it does not end with the sha256 checksum that a checkpoint "
-            "ends with")
+        raise ValueError(f"{path} is truncated or not a transformer_book "
+                         "checkpoint: it does not end with the sha256 "
+                         "checksum that a checkpoint ends with")
     head, digest = memoryview(data)[:-_TRAILER], data[-64:]
     if hashlib.sha256(head).hexdigest().encode("ascii") != digest:
-        raise ValueError(
-            f"{path} is damaged: its content does not match its sha256 "
-            "checksum")
+        raise ValueError(f"{path} is damaged: its content does not match its "
+                         "sha256 checksum")
     try:
         return torch.load(
             io.BytesIO(data), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:  # its text advises weights_only=False
         raise ValueError(
             f"{path} passes its checksum but holds objects that "
-            "weights_only=True refuses: not a checkpoint"
-        ) from None
+            "weights_only=True refuses: not a checkpoint") from None

@@ -61,17 +61,14 @@ def _grid(pool: str | None, num_tokens: int) -> tuple[str, int]:
     patches = num_tokens - 1 if pool == "cls" else num_tokens
     grid = math.isqrt(max(patches, 0))
     if grid * grid != patches or patches == 0:
-        raise ValueError(
-            f"{num_tokens} tokens with pool={pool!r} are not a square grid "
-            f"of patches (plus [CLS] with pool='cls')"
-        )
+        raise ValueError(f"{num_tokens} tokens with pool={pool!r} are not a "
+                         "square grid of patches (plus [CLS] with pool='cls')")
     return pool, grid
 
 
-def attention_rollout(
-    weights: Sequence[Tensor] | Tensor, *, residual: bool = True,
-    pool: str | None = None,
-) -> Tensor:
+def attention_rollout(weights: Sequence[Tensor] | Tensor, *,
+                      residual: bool = True,
+                      pool: str | None = None) -> Tensor:
     r"""How much each patch flows into the pooled representation.
 
     Attention rollout (Abnar and Zuidema, 2020): :math:`R = \tilde A_L
@@ -104,10 +101,9 @@ def attention_rollout(
     return torch.where(total > 0, flow / total.clamp_min(1e-12), uniform)
 
 
-def mean_attention_distance(
-    weights: Sequence[Tensor] | Tensor, *, patch_size: int = 1,
-    pool: str | None = None,
-) -> Tensor:
+def mean_attention_distance(weights: Sequence[Tensor] | Tensor, *,
+                            patch_size: int = 1,
+                            pool: str | None = None) -> Tensor:
     """Mean distance between a query patch and the patches it attends to,
     per layer and head (Dosovitskiy et al., 2021, figure 7), ``[CLS]``
     dropped.

@@ -81,10 +81,8 @@ def random_state(generators: Sequence[torch.Generator] = ()) -> dict:
             "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
             "pos": int(np_state["state"]["pos"]),
             "has_gauss": int(np_state["has_gauss"]),
-            "gauss": float(np_state["gauss"]),
-        },
-        "generators": [g.get_state() for g in generators],
-    }
+            "gauss": float(np_state["gauss"])},
+        "generators": [g.get_state() for g in generators]}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -124,13 +122,12 @@ def check_generators(generators: Sequence[Any]) -> list[torch.Generator]:
             for i, g in enumerate(generators)]
 
 
-def save_checkpoint(
-    path: str | os.PathLike[str], *, model: nn.Module,
-    optimizer: Optimizer | None = None, scheduler: Any = None,
-    step: int = 0, epoch: int = 0, history: Any = None, extra: Any = None,
-    generators: Sequence[torch.Generator] = (),
-    loop: Mapping[str, Any] | None = None,
-) -> Path:
+def save_checkpoint(path: str | os.PathLike[str], *, model: nn.Module,
+                    optimizer: Optimizer | None = None, scheduler: Any = None,
+                    step: int = 0, epoch: int = 0, history: Any = None,
+                    extra: Any = None,
+                    generators: Sequence[torch.Generator] = (),
+                    loop: Mapping[str, Any] | None = None) -> Path:
     """Save a training state to ``path``, atomically and with a checksum.
 
     Args:
@@ -160,8 +157,7 @@ def save_checkpoint(
         "history": None if history is None else history.to_dict(),
         "rng": random_state(check_generators(generators)),
         "loop": None if loop is None else dict(loop),
-        "extra": extra,
-    }
+        "extra": extra}
     save_verified(Path(path), payload)
     return Path(path)
 

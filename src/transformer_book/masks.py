@@ -26,10 +26,8 @@ __all__ = ["bottom_right_causal_mask", "broadcast_mask", "causal_mask",
            "sliding_window_mask"]
 
 
-def causal_mask(
-    q_len: int, kv_len: int | None = None, *, offset: int = 0,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def causal_mask(q_len: int, kv_len: int | None = None, *, offset: int = 0,
+                device: torch.device | str | None = None) -> Tensor:
     """Boolean ``(q_len, kv_len)`` mask: query ``i`` sees keys
     ``j <= i + offset`` (``offset=0``: top left, as PyTorch's
     ``is_causal=True``); ``kv_len`` is ``q_len`` when ``None``."""
@@ -52,10 +50,8 @@ def bottom_right_causal_mask(
     return causal_mask(q_len, kv_len, offset=kv_len - q_len, device=device)
 
 
-def sliding_window_mask(
-    q_len: int, kv_len: int | None = None, *, window: int,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def sliding_window_mask(q_len: int, kv_len: int | None = None, *, window: int,
+                        device: torch.device | str | None = None) -> Tensor:
     """Boolean ``(q_len, kv_len)`` causal mask of a sliding window (as in
     Mistral, Jiang et al., 2023): query ``i`` sees the ``window`` keys
     ``i - window < j <= i`` (top left); ``kv_len`` is ``q_len`` when
@@ -65,9 +61,8 @@ def sliding_window_mask(
     return torch.triu(causal, diagonal=1 - window)
 
 
-def padding_mask(
-    lengths: Tensor | Sequence[int], max_len: int | None = None
-) -> Tensor:
+def padding_mask(lengths: Tensor | Sequence[int],
+                 max_len: int | None = None) -> Tensor:
     """Boolean mask, ``False`` on the padding after each length.
 
     Args:
@@ -93,29 +88,24 @@ def check_mask_dtype(mask: Tensor, name: str = "attn_mask") -> Tensor:
     """Return ``mask`` if it is a boolean or floating tensor."""
     check_tensor(name, mask)
     if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must be a bool mask (True = may attend) or a float "
-            f"bias, got dtype {mask.dtype}"
-        )
+        raise TypeError(f"{name} must be a bool mask (True = may attend) or a "
+                        f"float bias, got dtype {mask.dtype}")
     return mask
 
 
-def broadcast_mask(
-    mask: Tensor, shape: Sequence[int], *, name: str = "attn_mask"
-) -> Tensor:
+def broadcast_mask(mask: Tensor, shape: Sequence[int], *,
+                   name: str = "attn_mask") -> Tensor:
     """``mask`` expanded to the scores' ``shape`` (``(B, H, q_len,
     kv_len)``), which it must broadcast to; ``name`` is the argument's."""
     check_mask_dtype(mask, name)
     shape = tuple(int(s) for s in shape)
     trailing = shape[max(len(shape) - mask.ndim, 0) :]
-    if mask.ndim > len(shape) or any(
-        m not in (1, s) for m, s in zip(mask.shape, trailing, strict=True)
-    ):
+    if mask.ndim > len(shape) or not all(
+            m in (1, s) for m, s in zip(mask.shape, trailing, strict=True)):
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the "
             f"attention scores {shape} (B, H, q_len, kv_len); use "
-            f"(q_len, kv_len), (B, 1, 1, kv_len) or (B, H, q_len, kv_len)"
-        )
+            f"(q_len, kv_len), (B, 1, 1, kv_len) or (B, H, q_len, kv_len)")
     return mask.expand(shape)
 
 

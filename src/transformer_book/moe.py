@@ -78,8 +78,7 @@ class MoEFeedForward(nn.Module):
         self.experts = nn.ModuleList(
             FeedForward(d_model, d_ff, activation=activation, bias=bias,
                         **factory)
-            for _ in range(num_experts)
-        )
+            for _ in range(num_experts))
         self.aux_loss: Tensor | None = None  # set by forward
         self.expert_index: Tensor | None = None
         skip_inner_checks(self)

@@ -40,11 +40,9 @@ class NGramLM:
         k: the pseudo-count of ``"add_k"``, positive.
     """
 
-    def __init__(
-        self, n: int, vocab_size: int, *,
-        smoothing: Literal["witten_bell", "add_k"] = "witten_bell",
-        k: float = 1.0,
-    ) -> None:
+    def __init__(self, n: int, vocab_size: int, *,
+                 smoothing: Literal["witten_bell", "add_k"] = "witten_bell",
+                 k: float = 1.0) -> None:
         self.n = check_int("n", n)
         self.vocab_size = check_int("vocab_size", vocab_size)
         self.smoothing: Smoothing = check_choice(
@@ -86,10 +84,9 @@ class NGramLM:
                         for table in self._followers]
         return self
 
-    def with_options(
-        self, *, n: int | None = None,
-        smoothing: Literal["witten_bell", "add_k"] | None = None,
-    ) -> NGramLM:
+    def with_options(self, *, n: int | None = None,
+                     smoothing: Literal["witten_bell", "add_k"] | None = None
+                    ) -> NGramLM:
         """A model of order ``n <= self.n`` or another smoothing that shares
         these counts (refitting one changes the other)."""
         n = self._fitted_order("n", n)

@@ -50,11 +50,9 @@ class Int8Linear(nn.Module):
     scale: Tensor
     bias: nn.Parameter | None
 
-    def __init__(
-        self, in_features: int, out_features: int, *, bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, *,
+                 bias: bool = True, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.in_features = check_int("in_features", in_features)
         self.out_features = check_int("out_features", out_features)

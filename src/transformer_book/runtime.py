@@ -35,9 +35,8 @@ def seed_everything(seed: int) -> torch.Generator:
     with it too."""
     seed = check_int("seed", seed, minimum=0)
     if seed > MAX_SEED:
-        raise ValueError(
-            f"seed={seed} must be at most MAX_SEED = 2**32 - 1, the largest "
-            "seed NumPy accepts")
+        raise ValueError(f"seed={seed} must be at most MAX_SEED = 2**32 - 1, "
+                         "the largest seed NumPy accepts")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -80,20 +79,17 @@ class Timer:
 timed = Timer
 
 
-def benchmark(
-    fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
-    device: torch.device | str | None = None,
-) -> float:
+def benchmark(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
+              device: torch.device | str | None = None) -> float:
     """Median wall-clock seconds of ``fn()`` over ``repeats`` calls; the
     arguments as :func:`compare`'s."""
     return compare({"fn": fn}, repeats=repeats, warmup=warmup,
                    device=device)["fn"]
 
 
-def compare(
-    fns: Mapping[str, Callable[[], object]], *, repeats: int = 5,
-    warmup: int = 1, device: torch.device | str | None = None,
-) -> dict[str, float]:
+def compare(fns: Mapping[str, Callable[[], object]], *, repeats: int = 5,
+            warmup: int = 1,
+            device: torch.device | str | None = None) -> dict[str, float]:
     """Median wall-clock seconds of each callable, their calls interleaved.
 
     Each round calls every function once, in order on even rounds and in

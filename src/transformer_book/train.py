@@ -89,8 +89,7 @@ def _number(kind: type, ok: Callable[[Any], bool],
     def parse(text: str) -> Any:
         value = kind(text)
         if not ok(value):
-            raise argparse.ArgumentTypeError(
-                f"must be {expected}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names it in "invalid int"
@@ -101,8 +100,7 @@ _positive_int = _number(int, lambda v: v >= 1, "at least 1")
 _positive_float = _number(float, lambda v: math.isfinite(v) and v > 0,
                           "above 0")
 _probability = _number(float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
-_seed = _number(int, lambda v: 0 <= v <= runtime.MAX_SEED,
-                "0 <= seed < 2**32")
+_seed = _number(int, lambda v: 0 <= v <= runtime.MAX_SEED, "0 <= seed < 2**32")
 
 
 def _device(text: str) -> torch.device:
@@ -204,8 +202,7 @@ def _options(parser: argparse.ArgumentParser,
          f"--patch-size={args.patch_size} must divide the image size 28"),
         (args.task != "gpt" and args.data not in _DATA[args.task],
          f"--data for {args.task} must be {_DATA[args.task][0]!r}, got "
-         f"{args.data!r}"),
-    ]
+         f"{args.data!r}")]
     for bad, message in problems:
         if bad:
             parser.error(message)
@@ -277,10 +274,9 @@ def _shard(rows: int, dist: _Dist, accumulate: int) -> list[slice]:
     """This rank's micro-batches of a global batch of ``rows`` rows."""
     parts = dist.world_size * accumulate
     if rows % parts:
-        raise UsageError(
-            f"--batch-size={rows} must be divisible by the number of "
-            f"processes times --accumulate ({dist.world_size} x "
-            f"{accumulate} = {parts})")
+        raise UsageError(f"--batch-size={rows} must be divisible by the "
+                         "number of processes times --accumulate "
+                         f"({dist.world_size} x {accumulate} = {parts})")
     size, first = rows // parts, dist.rank * accumulate
     return [slice((first + i) * size, (first + i + 1) * size)
             for i in range(accumulate)]
@@ -336,8 +332,7 @@ def _resume(args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
          f"--data {args.data} is not the data {checkpoint} was trained on; "
          "resume with the run's own --data"),
         (stop < state["step"], f"{flag}={stop} is below the checkpoint's "
-         f"step {state['step']} ({checkpoint})"),
-    ]
+         f"step {state['step']} ({checkpoint})")]
     for bad, problem in problems:
         if bad:
             raise UsageError(f"--resume: {problem}")

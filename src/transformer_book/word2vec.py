@@ -29,8 +29,7 @@ from ._checks import (
 __all__ = [
     "CBOW", "SkipGram", "analogy", "cbow_windows", "cosine_similarities",
     "nearest_neighbours", "negative_sampling_loss", "noise_distribution",
-    "skipgram_pairs", "subsample", "train_word2vec",
-]
+    "skipgram_pairs", "subsample", "train_word2vec"]
 
 
 def _as_ids(ids: Sequence[int] | Tensor) -> Tensor:
@@ -51,9 +50,8 @@ def skipgram_pairs(ids: Sequence[int] | Tensor, window: int) -> Tensor:
     return torch.cat(pairs) if pairs else torch.empty(0, 2, dtype=torch.long)
 
 
-def cbow_windows(
-    ids: Sequence[int] | Tensor, window: int
-) -> tuple[Tensor, Tensor]:
+def cbow_windows(ids: Sequence[int] | Tensor,
+                 window: int) -> tuple[Tensor, Tensor]:
     """Every full context window and the word at its centre.
 
     Args:
@@ -72,9 +70,8 @@ def cbow_windows(
     return frames[:, window].contiguous(), contexts
 
 
-def noise_distribution(
-    ids: Sequence[int] | Tensor, vocab_size: int, power: float = 0.75
-) -> Tensor:
+def noise_distribution(ids: Sequence[int] | Tensor, vocab_size: int,
+                       power: float = 0.75) -> Tensor:
     """The unigram distribution of ``ids`` ``(N,)`` (not empty) to the
     ``power`` 3/4, where negatives come from; shape ``(vocab_size,)``."""
     vocab_size = check_int("vocab_size", vocab_size)
@@ -86,10 +83,8 @@ def noise_distribution(
     return (weights / weights.sum()).float()
 
 
-def subsample(
-    ids: Sequence[int] | Tensor, threshold: float = 1e-3, *,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def subsample(ids: Sequence[int] | Tensor, threshold: float = 1e-3, *,
+              generator: torch.Generator | None = None) -> Tensor:
     r"""Keep each token with probability :math:`\min(1, \sqrt{t / f})`,
     ``f`` its word's relative frequency in ``ids`` ``(N,)`` and :math:`t`
     the positive ``threshold`` (Mikolov et al., 2013b).
@@ -102,9 +97,8 @@ def subsample(
     return t[draw < (threshold / freq).sqrt()]
 
 
-def negative_sampling_loss(
-    inputs: Tensor, positives: Tensor, negatives: Tensor
-) -> Tensor:
+def negative_sampling_loss(inputs: Tensor, positives: Tensor,
+                           negatives: Tensor) -> Tensor:
     """The negative-sampling loss, averaged over the batch.
 
     Args:
@@ -159,9 +153,8 @@ class SkipGram(_Word2Vec):
         centre ``(B,)``, context ``(B,)``, negatives ``(B, K)``; the loss.
     """
 
-    def forward(
-        self, centre: Tensor, context: Tensor, negatives: Tensor
-    ) -> Tensor:
+    def forward(self, centre: Tensor, context: Tensor,
+                negatives: Tensor) -> Tensor:
         self._check(centre=(centre, 1), context=(context, 1),
                     negatives=(negatives, 2))
         return negative_sampling_loss(
@@ -179,9 +172,8 @@ class CBOW(_Word2Vec):
         context ``(B, C)``, centre ``(B,)``, negatives ``(B, K)``; the loss.
     """
 
-    def forward(
-        self, context: Tensor, centre: Tensor, negatives: Tensor
-    ) -> Tensor:
+    def forward(self, context: Tensor, centre: Tensor,
+                negatives: Tensor) -> Tensor:
         self._check(context=(context, 2), centre=(centre, 1),
                     negatives=(negatives, 2))
         h = self.in_embed(context).mean(dim=1)  # (B, C, D) -> (B, D)
@@ -189,11 +181,10 @@ class CBOW(_Word2Vec):
             h, self.out_embed(centre), self.out_embed(negatives))
 
 
-def train_word2vec(
-    model: SkipGram | CBOW, ids: Sequence[int] | Tensor, *, window: int = 2,
-    num_negatives: int = 5, batch_size: int = 1024, epochs: int = 1,
-    lr: float = 0.01, generator: torch.Generator | None = None,
-) -> list[float]:
+def train_word2vec(model: SkipGram | CBOW, ids: Sequence[int] | Tensor, *,
+                   window: int = 2, num_negatives: int = 5,
+                   batch_size: int = 1024, epochs: int = 1, lr: float = 0.01,
+                   generator: torch.Generator | None = None) -> list[float]:
     """Train a skip-gram or CBOW model with Adam; return each step's loss.
 
     Args:
@@ -254,10 +245,8 @@ def cosine_similarities(embeddings: Tensor, query: int | Tensor) -> Tensor:
     return F.cosine_similarity(emb, q.unsqueeze(0), dim=1, eps=1e-12)
 
 
-def nearest_neighbours(
-    embeddings: Tensor, query: int | Tensor, k: int = 5, *,
-    exclude: Iterable[int] = (),
-) -> list[tuple[int, float]]:
+def nearest_neighbours(embeddings: Tensor, query: int | Tensor, k: int = 5, *,
+                       exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
     """The ``k`` rows most similar to a query, as ``(index, cosine)``.
 
     Args:
@@ -276,10 +265,8 @@ def nearest_neighbours(
     return list(zip(indices.tolist(), values.tolist(), strict=True))
 
 
-def analogy(
-    embeddings: Tensor, a: int, b: int, c: int, k: int = 1, *,
-    exclude: Iterable[int] = (),
-) -> list[tuple[int, float]]:
+def analogy(embeddings: Tensor, a: int, b: int, c: int, k: int = 1, *,
+            exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
     r"""Solve "a is to b as c is to ?" by vector offsets (Mikolov et al.,
     2013a): the rows nearest :math:`\hat v_b - \hat v_a + \hat v_c`.
 

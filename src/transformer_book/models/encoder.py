@@ -86,8 +86,7 @@ class TransformerEncoderModel(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(
             c.num_layers, c.d_model, c.num_heads, c.d_ff or 4 * c.d_model,
-            dropout=c.dropout, activation="gelu", norm_first=c.norm_first,
-        )
+            dropout=c.dropout, activation="gelu", norm_first=c.norm_first)
         self.head: nn.Module
         if c.head == "classification":
             self.head = ClassificationHead(c.d_model, c.num_classes,

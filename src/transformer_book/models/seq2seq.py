@@ -22,7 +22,7 @@ from .._checks import (
     skip_inner_checks,
 )
 from ..attention import KVCache, check_cache
-from ..decoding import beam_search, generate
+from ..decoding import _eval_mode, beam_search, generate
 from ..heads import LMHead
 from ..positional import RotaryEmbedding, SinusoidalPositionalEncoding
 from ..transformer import Transformer
@@ -60,11 +60,9 @@ class Seq2SeqTransformerConfig:
 
     def __post_init__(self) -> None:
         check_bool("rotary", self.rotary)
-        check_sizes(
-            self, "src_vocab_size", "tgt_vocab_size", "max_seq_len",
-            "num_encoder_layers", "num_decoder_layers",
-            rotary="rotary=True" if self.rotary else "",
-        )
+        check_sizes(self, "src_vocab_size", "tgt_vocab_size", "max_seq_len",
+                    "num_encoder_layers", "num_decoder_layers",
+                    rotary="rotary=True" if self.rotary else "")
         check_vocab_id(self, "pad_id", "src_vocab_size", "tgt_vocab_size")
         check_bool("norm_first", self.norm_first)
         check_bool("tie_weights", self.tie_weights)
@@ -92,15 +90,13 @@ class Seq2SeqTransformer(nn.Module):
         self.src_embedding = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embedding = nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.positional = SinusoidalPositionalEncoding(
-            c.d_model, c.max_seq_len, dropout=c.dropout
-        )
+            c.d_model, c.max_seq_len, dropout=c.dropout)
         head_dim = c.d_model // c.num_heads
         rotary = RotaryEmbedding(head_dim) if c.rotary else None
         self.transformer = Transformer(
             c.d_model, c.num_heads, c.num_encoder_layers,
             c.num_decoder_layers, c.d_ff or 4 * c.d_model,
-            dropout=c.dropout, norm_first=c.norm_first, rotary=rotary,
-        )
+            dropout=c.dropout, norm_first=c.norm_first, rotary=rotary)
         tied = self.tgt_embedding if c.tie_weights else None
         self.generator = LMHead(c.d_model, c.tgt_vocab_size,
                                 tied_embedding=tied, bias=True)
@@ -132,10 +128,8 @@ class Seq2SeqTransformer(nn.Module):
         decoder layer."""
         return [KVCache() for _ in range(self.config.num_decoder_layers)]
 
-    def decode(
-        self, tgt: Tensor, memory: Tensor, src_keep: Tensor, *,
-        cache: Sequence[KVCache] | None = None,
-    ) -> Tensor:
+    def decode(self, tgt: Tensor, memory: Tensor, src_keep: Tensor, *,
+               cache: Sequence[KVCache] | None = None) -> Tensor:
         """Logits ``(B, T, tgt_vocab_size)`` of the target so far.
 
         With ``cache`` (:meth:`make_cache`), ``tgt`` follows the cached
@@ -156,18 +150,15 @@ class Seq2SeqTransformer(nn.Module):
         """Teacher-forced logits ``(B, T, tgt_vocab_size)``."""
         memory, src_keep = self.encode(src)
         if isinstance(tgt, Tensor) and tgt.ndim == 2 and len(tgt) != len(src):
-            raise ValueError(
-                f"src and tgt must have the same batch size, got "
-                f"{src.shape[0]} and {tgt.shape[0]}"
-            )
+            raise ValueError(f"src and tgt must have the same batch size, "
+                             f"got {src.shape[0]} and {tgt.shape[0]}")
         return self.decode(tgt, memory, src_keep)
 
     @torch.no_grad()
-    def generate(
-        self, src: Tensor, max_new_tokens: int, *, bos_id: int,
-        eos_id: int | None = None, beam_width: int = 1,
-        length_penalty: float = 0.0, use_cache: bool = True,
-    ) -> Tensor:
+    def generate(self, src: Tensor, max_new_tokens: int, *, bos_id: int,
+                 eos_id: int | None = None, beam_width: int = 1,
+                 length_penalty: float = 0.0,
+                 use_cache: bool = True) -> Tensor:
         """Translate each source: greedy, or the best of :meth:`beam_search`.
 
         Greedy decoding is :func:`~transformer_book.decoding.generate` at
@@ -192,35 +183,27 @@ class Seq2SeqTransformer(nn.Module):
         self._check_search(max_new_tokens, bos_id, eos_id, beam_width,
                            length_penalty, use_cache)
         if beam_width > 1:  # each source alone, its padding hidden
-            rows = [
-                self.beam_search(
-                    row, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
-                    beam_width=beam_width, length_penalty=length_penalty,
-                    use_cache=use_cache,
-                )[0][0]
-                for row in check_tensor("src", src, ndim=2)
-            ]
+            rows = [self.beam_search(
+                row, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
+                beam_width=beam_width, length_penalty=length_penalty,
+                use_cache=use_cache)[0][0]
+                for row in check_tensor("src", src, ndim=2)]
             return pad_sequence(rows, batch_first=True,
                                 padding_value=self.config.pad_id)
-        was_training = self.training
-        self.eval()
-        try:
+        with _eval_mode(self):
             memory, keep = self.encode(src)
             start = torch.full((memory.shape[0], 1), bos_id,
                                device=memory.device)  # (B, 1): <bos>
             out = generate(self._step(memory, keep, use_cache), start,
                            max_new_tokens, temperature=0.0, eos_id=eos_id,
                            pad_id=self.config.pad_id)
-            return out[:, 1:]
-        finally:
-            self.train(was_training)
+        return out[:, 1:]
 
     @torch.no_grad()
-    def beam_search(
-        self, src: Tensor, max_new_tokens: int, *, bos_id: int,
-        eos_id: int | None = None, beam_width: int = 1,
-        length_penalty: float = 0.0, use_cache: bool = True,
-    ) -> list[tuple[Tensor, float]]:
+    def beam_search(self, src: Tensor, max_new_tokens: int, *, bos_id: int,
+                    eos_id: int | None = None, beam_width: int = 1,
+                    length_penalty: float = 0.0,
+                    use_cache: bool = True) -> list[tuple[Tensor, float]]:
         """:func:`~transformer_book.decoding.beam_search` over one source.
 
         The arguments after ``src`` are those of :meth:`generate`. With
@@ -238,46 +221,36 @@ class Seq2SeqTransformer(nn.Module):
         self._check_search(max_new_tokens, bos_id, eos_id, beam_width,
                            length_penalty, use_cache)
         check_tensor("src", src, ndim=1)
-        was_training = self.training
-        self.eval()
-        try:
+        with _eval_mode(self):
             memory, keep = self.encode(src[None])
             step = self._step(memory, keep, use_cache)
             return beam_search(
                 lambda tokens, parents: step(tokens, parents).log_softmax(-1),
                 torch.tensor([bos_id], device=memory.device),
                 beam_width=beam_width, max_new_tokens=max_new_tokens,
-                eos_id=eos_id, length_penalty=length_penalty,
-            )
-        finally:
-            self.train(was_training)
+                eos_id=eos_id, length_penalty=length_penalty)
 
-    def _check_search(
-        self, max_new_tokens: Any, bos_id: Any, eos_id: Any, beam_width: Any,
-        length_penalty: Any, use_cache: Any,
-    ) -> None:
+    def _check_search(self, max_new_tokens: Any, bos_id: Any, eos_id: Any,
+                      beam_width: Any, length_penalty: Any,
+                      use_cache: Any) -> None:
         c = self.config
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
         if max_new_tokens > c.max_seq_len:
-            raise ValueError(
-                f"max_new_tokens={max_new_tokens} needs that many decoder "
-                f"positions, more than max_seq_len={c.max_seq_len}"
-            )
+            raise ValueError(f"max_new_tokens={max_new_tokens} needs that "
+                             f"many decoder positions, more than "
+                             f"max_seq_len={c.max_seq_len}")
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
-            if name == "eos_id" and value is None:
-                continue
-            if check_int(name, value, minimum=0) >= c.tgt_vocab_size:
-                raise ValueError(
-                    f"{name}={value} is outside the target vocabulary "
-                    f"(tgt_vocab_size={c.tgt_vocab_size})"
-                )
+            if (value is not None or name == "bos_id") and check_int(
+                    name, value, minimum=0) >= c.tgt_vocab_size:
+                raise ValueError(f"{name}={value} is outside the target "
+                                 f"vocabulary (tgt_vocab_size="
+                                 f"{c.tgt_vocab_size})")
         check_int("beam_width", beam_width)
         check_number("length_penalty", length_penalty, minimum=0.0)
         check_bool("use_cache", use_cache)
 
-    def _step(
-        self, memory: Tensor, src_keep: Tensor, use_cache: bool
-    ) -> Callable[..., Tensor]:
+    def _step(self, memory: Tensor, src_keep: Tensor,
+              use_cache: bool) -> Callable[..., Tensor]:
         """``step(tokens (n, t), parents=None)``: next-token logits ``(n, V)``;
         with a cache, reordered to ``parents``, fed only unseen tokens."""
         cache = self.make_cache() if use_cache else None
@@ -298,8 +271,7 @@ class Seq2SeqTransformer(nn.Module):
 
 def _select(cache: KVCache, rows: Tensor) -> KVCache:
     """A new cache whose row ``i`` is row ``rows[i]`` of ``cache``."""
-    out = KVCache()
-    out.append(  # (n, H, t, head_dim) each
-        cache.keys.index_select(0, rows), cache.values.index_select(0, rows)
-    )
+    out = KVCache()  # (n, H, t, head_dim) each
+    out.append(cache.keys.index_select(0, rows),
+               cache.values.index_select(0, rows))
     return out

@@ -57,19 +57,16 @@ class PatchEmbedding(nn.Module):
 
     check_inputs = True  # off inside a ViT, which checks at entry
 
-    def __init__(
-        self, image_size: int, patch_size: int, in_channels: int, d_model: int
-    ) -> None:
+    def __init__(self, image_size: int, patch_size: int, in_channels: int,
+                 d_model: int) -> None:
         super().__init__()
         self.image_size = check_int("image_size", image_size)
         self.in_channels = check_int("in_channels", in_channels)
         check_divisible("image_size", image_size, "patch_size",
                         check_int("patch_size", patch_size))
         self.num_patches = (image_size // patch_size) ** 2
-        self.proj = nn.Conv2d(
-            in_channels, check_int("d_model", d_model),
-            kernel_size=patch_size, stride=patch_size,
-        )
+        self.proj = nn.Conv2d(in_channels, check_int("d_model", d_model),
+                              kernel_size=patch_size, stride=patch_size)
 
     def check(self, images: Tensor) -> Tensor:
         """``images`` if they fit (size, channels, dtype)."""
@@ -77,8 +74,7 @@ class PatchEmbedding(nn.Module):
         return check_shape(
             "images", images, (None, C, S, S),
             f"(B, in_channels={C}, image_size={S}, image_size={S})",
-            like=self.proj.weight,
-        )
+            like=self.proj.weight)
 
     def forward(self, images: Tensor) -> Tensor:
         if self.check_inputs:
@@ -186,8 +182,7 @@ class ViT(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(  # pre-LN, so with a final LayerNorm
             c.num_layers, c.d_model, c.num_heads, c.d_ff or 4 * c.d_model,
-            dropout=c.dropout, activation="gelu", norm_first=True,
-        )
+            dropout=c.dropout, activation="gelu", norm_first=True)
         self.head = ClassificationHead(c.d_model, c.num_classes, pool=c.pool,
                                        dropout=c.dropout)
         self.reset_parameters()

@@ -47,8 +47,7 @@ HOUSE_RC: dict[str, Any] = {
     "legend.fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
     "grid.alpha": 0.3, "legend.frameon": False, "image.cmap": "viridis",
-    "axes.prop_cycle": cycler(color=list(PALETTE)), "lines.linewidth": 1.8,
-}
+    "axes.prop_cycle": cycler(color=list(PALETTE)), "lines.linewidth": 1.8}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,10 +93,9 @@ def get_axes(ax: Axes | None,
 
 
 @styled
-def subplots(
-    nrows: int = 1, ncols: int = 1, *,
-    figsize: tuple[float, float] | None = None, **kwargs: Any,
-) -> tuple[Figure, np.ndarray]:
+def subplots(nrows: int = 1, ncols: int = 1, *,
+             figsize: tuple[float, float] | None = None,
+             **kwargs: Any) -> tuple[Figure, np.ndarray]:
     """Make a figure of several panels in the house style.
 
     Args:
@@ -192,8 +190,7 @@ def place_legend(ax: Axes, where: str | None, *, title: str | None = None,
         "best": {"loc": "best"},
         "outside": {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)},
         "below": {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2)},
-        "above": {"loc": "lower center", "bbox_to_anchor": (0.5, 1.02)},
-    }
+        "above": {"loc": "lower center", "bbox_to_anchor": (0.5, 1.02)}}
     place = places[where]
     if where in ("below", "above"):  # as many columns as fit the width
         labels = ax.get_legend_handles_labels()[1]

@@ -112,20 +112,18 @@ def _draw_references(ax: Axes, data: list[Curve], slopes: Sequence[float],
 
 
 @styled
-def plot_curves(
-    x: ArrayLike | None,
-    curves: Mapping[Any, ArrayLike | tuple[ArrayLike, ArrayLike]], *,
-    xlabel: str = "", ylabel: str = "", title: str | None = None,
-    logx: bool = False, logy: bool = False,
-    reference_slopes: Sequence[float] = (),
-    hlines: Mapping[str, float] | None = None,
-    vlines: Mapping[str, float] | None = None,
-    markers: bool = True, steps: bool = False, smooth: int = 1,
-    xticks: ArrayLike | None = None,
-    ylim: tuple[float | None, float | None] | None = None,
-    legend: str | None = "best", legend_title: str | None = None,
-    ax: Axes | None = None,
-) -> Axes:
+def plot_curves(x: ArrayLike | None,
+                curves: Mapping[Any, ArrayLike | tuple[ArrayLike, ArrayLike]],
+                *, xlabel: str = "", ylabel: str = "",
+                title: str | None = None, logx: bool = False,
+                logy: bool = False, reference_slopes: Sequence[float] = (),
+                hlines: Mapping[str, float] | None = None,
+                vlines: Mapping[str, float] | None = None,
+                markers: bool = True, steps: bool = False, smooth: int = 1,
+                xticks: ArrayLike | None = None,
+                ylim: tuple[float | None, float | None] | None = None,
+                legend: str | None = "best", legend_title: str | None = None,
+                ax: Axes | None = None) -> Axes:
     """Draw one or more curves against a shared (or per-curve) x axis.
 
     Args:

@@ -29,8 +29,7 @@ __all__ = [
     "draw_gru_cell", "draw_heads_split_merge", "draw_lstm_cell",
     "draw_patches", "draw_qkv_flow", "draw_query_row",
     "draw_seq2seq_attention", "draw_transformer_block", "draw_unrolled_rnn",
-    "plot_tokenization",
-]
+    "plot_tokenization"]
 
 Point = tuple[float, float]
 Limits = tuple[float, float]
@@ -814,8 +813,7 @@ def draw_attention_kinds(*, src_len: int = 5, tgt_len: int = 4,
         ("decoder masked self-attention", "causal: no looking ahead",
          np.tril(np.ones((tgt_len, tgt_len), dtype=bool)), "dd"),
         ("cross-attention", "decoder queries, encoder keys",
-         np.ones((tgt_len, src_len), dtype=bool), "de"),
-    ]
+         np.ones((tgt_len, src_len), dtype=bool), "de")]
     # A panel's slot is wide enough for its grid and its caption.
     slots = [max(p[2].shape[1] * _CELL, 2.45) for p in panels]
     mids = [0.8 + sum(slots[:k]) + 1.25 * k + slots[k] / 2 for k in range(3)]

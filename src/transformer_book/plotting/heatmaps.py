@@ -27,8 +27,7 @@ _BLOCKED = "#DDDDDD"
 _MASK_STYLE: dict[str, Any] = {
     "xlabel": "key", "ylabel": "query",
     "cmap": ListedColormap([_BLOCKED, PALETTE[0]]), "vmin": 0.0, "vmax": 1.0,
-    "colorbar": False, "cell_lines": True, "aspect": "equal",
-}
+    "colorbar": False, "cell_lines": True, "aspect": "equal"}
 # Up to this many cells, an unlabelled axis gets a tick on every cell.
 _TICK_EVERY_CELL = 12
 
@@ -234,11 +233,10 @@ def plot_heatmaps(
     return np.asarray(panels, dtype=object)
 
 
-def plot_attention(
-    weights: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
-    y_labels: Labels = None, xlabel: str = "key", ylabel: str = "query",
-    vmax: float | None = 1.0, **options: Any,
-) -> Axes:
+def plot_attention(weights: torch.Tensor | np.ndarray, *,
+                   x_labels: Labels = None, y_labels: Labels = None,
+                   xlabel: str = "key", ylabel: str = "query",
+                   vmax: float | None = 1.0, **options: Any) -> Axes:
     """Draw an attention matrix, one row per query, on a 0..1 scale.
 
     Args:
@@ -259,11 +257,10 @@ def plot_attention(
                         **options)
 
 
-def plot_attention_heads(
-    weights: torch.Tensor | np.ndarray, *,
-    titles: Sequence[str] | None = None, x_labels: Labels = None,
-    y_labels: Labels = None, **options: Any,
-) -> np.ndarray:
+def plot_attention_heads(weights: torch.Tensor | np.ndarray, *,
+                         titles: Sequence[str] | None = None,
+                         x_labels: Labels = None, y_labels: Labels = None,
+                         **options: Any) -> np.ndarray:
     """Draw the attention weights of several heads on one 0..1 scale.
 
     Args:
@@ -304,11 +301,9 @@ def _mask_legend(ax: Axes) -> None:
 
 
 @styled
-def plot_mask(
-    mask: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
-    y_labels: Labels = None, legend: bool = True, ax: Axes | None = None,
-    title: str | None = None,
-) -> Axes:
+def plot_mask(mask: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
+              y_labels: Labels = None, legend: bool = True,
+              ax: Axes | None = None, title: str | None = None) -> Axes:
     """Draw an attention mask: coloured where a query may attend.
 
     Args:
@@ -334,10 +329,8 @@ def plot_mask(
 
 
 @styled
-def plot_masks(
-    masks: Mapping[str, torch.Tensor | np.ndarray], *,
-    axes: Sequence[Axes] | None = None,
-) -> np.ndarray:
+def plot_masks(masks: Mapping[str, torch.Tensor | np.ndarray], *,
+               axes: Sequence[Axes] | None = None) -> np.ndarray:
     """Draw several masks side by side, titled by their keys.
 
     Args:
@@ -353,10 +346,8 @@ def plot_masks(
 
 
 @styled
-def plot_head_split(
-    seq_len: int, d_model: int, num_heads: int, *, ax: Axes | None = None,
-    title: str | None = None,
-) -> Axes:
+def plot_head_split(seq_len: int, d_model: int, num_heads: int, *,
+                    ax: Axes | None = None, title: str | None = None) -> Axes:
     """Draw a ``(seq_len, d_model)`` matrix coloured by each feature's head.
 
     Args:

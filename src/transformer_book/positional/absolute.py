@@ -19,10 +19,9 @@ __all__ = ["LearnedPositionalEmbedding", "SinusoidalPositionalEncoding",
            "sinusoidal_shift_matrix"]
 
 
-def sinusoidal_frequencies(
-    d_model: int, *, base: float = 10000.0, dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0,
+                           dtype: torch.dtype | None = None,
+                           device: torch.device | str | None = None) -> Tensor:
     r"""The frequency of each (sin, cos) pair, :math:`\omega_i = b^{-2i/d}`.
 
     Shape:
@@ -59,10 +58,9 @@ def sinusoidal_encoding(
     return table.to(dtype=dtype, device=device)
 
 
-def sinusoidal_shift_matrix(
-    offset: float, d_model: int, *, base: float = 10000.0,
-    dtype: torch.dtype | None = None,
-) -> Tensor:
+def sinusoidal_shift_matrix(offset: float, d_model: int, *,
+                            base: float = 10000.0,
+                            dtype: torch.dtype | None = None) -> Tensor:
     r"""The rotation :math:`M_k` with :math:`PE_{p + k} = M_k PE_p` for all p.
 
     Block diagonal, one 2x2 rotation by :math:`k \omega_i` per pair.
@@ -96,8 +94,7 @@ class _AddedPositions(nn.Module):
             raise ValueError(
                 f"x has shape {tuple(x.shape)} at offset {offset}: expected "
                 f"d_model={self.d_model} features and at most "
-                f"max_seq_len={self.max_seq_len} positions"
-            )
+                f"max_seq_len={self.max_seq_len} positions")
         return offset, end
 
 
@@ -113,10 +110,8 @@ class SinusoidalPositionalEncoding(_AddedPositions):
 
     pe: Tensor
 
-    def __init__(
-        self, d_model: int, max_seq_len: int = 5000, *,
-        base: float = 10000.0, dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, d_model: int, max_seq_len: int = 5000, *,
+                 base: float = 10000.0, dropout: float = 0.0) -> None:
         super().__init__()
         table = sinusoidal_encoding(max_seq_len, d_model, base=base)
         self.d_model, self.max_seq_len = d_model, max_seq_len
@@ -139,10 +134,8 @@ class LearnedPositionalEmbedding(_AddedPositions):
         - returns ``(B, T, d_model)``.
     """
 
-    def __init__(
-        self, d_model: int, max_seq_len: int, *, dropout: float = 0.0,
-        init_std: float = 0.02,
-    ) -> None:
+    def __init__(self, d_model: int, max_seq_len: int, *, dropout: float = 0.0,
+                 init_std: float = 0.02) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.max_seq_len = check_int("max_seq_len", max_seq_len)

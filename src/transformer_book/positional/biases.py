@@ -39,10 +39,8 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
-def _relative_positions(
-    q_len: int, kv_len: int | None, q_offset: int,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def _relative_positions(q_len: int, kv_len: int | None, q_offset: int,
+                        device: torch.device | str | None = None) -> Tensor:
     """Key position minus query position, ``(q_len, kv_len)``."""
     q_len = check_int("q_len", q_len)
     kv_len = q_len if kv_len is None else check_int("kv_len", kv_len)
@@ -51,11 +49,9 @@ def _relative_positions(
     return torch.arange(kv_len, device=device) - q_pos[:, None]
 
 
-def alibi_bias(
-    num_heads: int, q_len: int, kv_len: int | None = None, *,
-    q_offset: int = 0, dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def alibi_bias(num_heads: int, q_len: int, kv_len: int | None = None, *,
+               q_offset: int = 0, dtype: torch.dtype | None = None,
+               device: torch.device | str | None = None) -> Tensor:
     r"""ALiBi's distance penalty :math:`b_{h,i,j} = -m_h |i + o - j|`.
 
     Args:
@@ -74,10 +70,9 @@ def alibi_bias(
     return bias.to(dtype=dtype, device=device)
 
 
-def relative_position_bucket(
-    relative_position: Tensor, *, bidirectional: bool = True,
-    num_buckets: int = 32, max_distance: int = 128,
-) -> Tensor:
+def relative_position_bucket(relative_position: Tensor, *,
+                             bidirectional: bool = True, num_buckets: int = 32,
+                             max_distance: int = 128) -> Tensor:
     """T5's bucket of each key-minus-query offset (Raffel et al., 2020).
 
     Half the buckets hold exact small distances, the rest grow
@@ -114,10 +109,8 @@ class RelativePositionBias(nn.Module):
         kv_len=None, *, q_offset=0)``.
     """
 
-    def __init__(
-        self, num_heads: int, *, num_buckets: int = 32,
-        max_distance: int = 128, bidirectional: bool = True,
-    ) -> None:
+    def __init__(self, num_heads: int, *, num_buckets: int = 32,
+                 max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
         self.bidirectional = bidirectional
         self.num_buckets, self.max_distance = num_buckets, max_distance
@@ -128,12 +121,10 @@ class RelativePositionBias(nn.Module):
     def _buckets(self, relative: Tensor) -> Tensor:
         return relative_position_bucket(
             relative, bidirectional=self.bidirectional,
-            num_buckets=self.num_buckets, max_distance=self.max_distance,
-        )
+            num_buckets=self.num_buckets, max_distance=self.max_distance)
 
-    def forward(
-        self, q_len: int, kv_len: int | None = None, *, q_offset: int = 0
-    ) -> Tensor:
+    def forward(self, q_len: int, kv_len: int | None = None, *,
+                q_offset: int = 0) -> Tensor:
         relative = _relative_positions(q_len, kv_len, q_offset,
                                        self.embedding.weight.device)
         # (q_len, kv_len, H) -> (H, q_len, kv_len)

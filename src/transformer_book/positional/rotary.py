@@ -21,10 +21,9 @@ __all__ = ["RotaryEmbedding", "apply_rotary", "rotary_frequencies",
 _PAIRS = "RoPE rotates pairs of features"
 
 
-def rotary_frequencies(
-    head_dim: int, *, base: float = 10000.0, dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def rotary_frequencies(head_dim: int, *, base: float = 10000.0,
+                       dtype: torch.dtype | None = None,
+                       device: torch.device | str | None = None) -> Tensor:
     r"""RoPE's frequencies :math:`\theta_i = b^{-2i/d}` over a head's width.
 
     Shape:
@@ -35,10 +34,8 @@ def rotary_frequencies(
                                   device=device)
 
 
-def apply_rotary(
-    x: Tensor, *, positions: Tensor | None = None, offset: int = 0,
-    base: float = 10000.0,
-) -> Tensor:
+def apply_rotary(x: Tensor, *, positions: Tensor | None = None,
+                 offset: int = 0, base: float = 10000.0) -> Tensor:
     r"""Rotate each feature pair of the vector at position m by m theta_i.
 
     .. math:: x'_{2i} + \mathrm{i}\, x'_{2i+1}
@@ -64,10 +61,8 @@ def apply_rotary(
         positions = torch.arange(offset, offset + length, device=x.device)
     positions = torch.as_tensor(positions)
     if positions.shape != (length,):
-        raise ValueError(
-            f"positions must have shape ({length},) like x's length, got "
-            f"{tuple(positions.shape)}"
-        )
+        raise ValueError(f"positions must have shape ({length},) like x's "
+                         f"length, got {tuple(positions.shape)}")
     angles = positions.to(x.device, torch.float64)[:, None] * freqs
     return _rotate(x, angles)  # angles: (T, head_dim / 2)
 
@@ -87,10 +82,8 @@ def _rotate(x: Tensor, angles: Tensor) -> Tensor:
     return torch.view_as_real(pairs * turns).flatten(-2).to(x.dtype)
 
 
-def rotary_matrix(
-    position: float, head_dim: int, *, base: float = 10000.0,
-    dtype: torch.dtype | None = None,
-) -> Tensor:
+def rotary_matrix(position: float, head_dim: int, *, base: float = 10000.0,
+                  dtype: torch.dtype | None = None) -> Tensor:
     r"""RoPE's rotation :math:`R_m` as a matrix: ``R_m @ x`` rotates ``x``.
 
     Shape:
@@ -130,9 +123,8 @@ class RotaryEmbedding(nn.Module):
         return rotary_frequencies(self.head_dim, base=self.base,
                                   dtype=torch.float64)
 
-    def forward(
-        self, x: Tensor, *, positions: Tensor | None = None, offset: int = 0
-    ) -> Tensor:
+    def forward(self, x: Tensor, *, positions: Tensor | None = None,
+                offset: int = 0) -> Tensor:
         if self.check_inputs:
             check_features("x", x, self.head_dim, "head_dim")
         return apply_rotary(x, positions=positions, offset=offset,

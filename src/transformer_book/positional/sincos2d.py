@@ -11,10 +11,9 @@ from .absolute import sinusoidal_encoding
 __all__ = ["sincos2d_encoding"]
 
 
-def sincos2d_encoding(
-    grid_size: int, d_model: int, *, base: float = 10000.0,
-    dtype: torch.dtype | None = None, device: torch.device | str | None = None,
-) -> Tensor:
+def sincos2d_encoding(grid_size: int, d_model: int, *, base: float = 10000.0,
+                      dtype: torch.dtype | None = None,
+                      device: torch.device | str | None = None) -> Tensor:
     """The 1-D sinusoidal table of a patch's row, then that of its column.
 
     Patches in one row share the first ``d_model / 2`` values, patches in
@@ -25,10 +24,8 @@ def sincos2d_encoding(
     """
     check_int("grid_size", grid_size)
     if check_int("d_model", d_model) % 4:
-        raise ValueError(
-            f"d_model={d_model} must be divisible by 4 for 2-D sine-cosine "
-            "positions (a sin and a cos per axis)"
-        )
+        raise ValueError(f"d_model={d_model} must be divisible by 4 for 2-D "
+                         "sine-cosine positions (a sin and a cos per axis)")
     half = sinusoidal_encoding(
         grid_size, d_model // 2, base=base, dtype=dtype, device=device
     )  # (grid_size, d_model / 2)

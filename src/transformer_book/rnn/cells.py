@@ -54,9 +54,8 @@ class _Recurrent(nn.Module):
         self.hidden_size = check_int("hidden_size", hidden_size)
         self.bias = check_bool("bias", bias)
 
-    def _add_weights(
-        self, suffix: str, width: int, like: dict[str, Any]
-    ) -> None:
+    def _add_weights(self, suffix: str, width: int,
+                     like: dict[str, Any]) -> None:
         """``weight_ih{suffix}`` ``(G H, width)``, ``weight_hh{suffix}``
         ``(G H, H)`` and the biases ``(G H,)``, ``None`` without ``bias``."""
         rows, H = self.num_chunks * self.hidden_size, self.hidden_size
@@ -103,10 +102,9 @@ class _Recurrent(nn.Module):
                 param.copy_(getattr(module, name))
         return ours.train(module.training)
 
-    def _prepare(
-        self, input: Any, states: list[Any], names: list[str],
-        lead: tuple[int, ...] = (),
-    ) -> tuple[Tensor, list[Tensor], bool]:
+    def _prepare(self, input: Any, states: list[Any], names: list[str],
+                 lead: tuple[int, ...] = ()
+                ) -> tuple[Tensor, list[Tensor], bool]:
         """Checked, batched ``input`` and ``states`` (``(*lead, B, H)``,
         zeros for ``None``), and whether the input was unbatched."""
         ndim = 2 + len(lead)  # a layer's input has a time axis
@@ -135,11 +133,9 @@ def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return x @ weight.T if bias is None else x @ weight.T + bias
 
 
-def rnn_cell_step(
-    x: Tensor, h: Tensor, weight_ih: Tensor, weight_hh: Tensor,
-    bias_ih: Tensor | None = None, bias_hh: Tensor | None = None,
-    nonlinearity: str = "tanh",
-) -> Tensor:
+def rnn_cell_step(x: Tensor, h: Tensor, weight_ih: Tensor, weight_hh: Tensor,
+                  bias_ih: Tensor | None = None, bias_hh: Tensor | None = None,
+                  nonlinearity: str = "tanh") -> Tensor:
     r"""One step of an Elman RNN (Elman, 1990).
 
     .. math:: h' = \phi(W_{ih} x + b_{ih} + W_{hh} h + b_{hh})
@@ -155,10 +151,9 @@ def rnn_cell_step(
     return torch.tanh(pre) if nonlinearity == "tanh" else torch.relu(pre)
 
 
-def lstm_cell_step(
-    x: Tensor, state: _Pair, weight_ih: Tensor, weight_hh: Tensor,
-    bias_ih: Tensor | None = None, bias_hh: Tensor | None = None,
-) -> _Pair:
+def lstm_cell_step(x: Tensor, state: _Pair, weight_ih: Tensor,
+                   weight_hh: Tensor, bias_ih: Tensor | None = None,
+                   bias_hh: Tensor | None = None) -> _Pair:
     r"""One step of an LSTM (Hochreiter and Schmidhuber, 1997) with the
     forget gate of Gers et al. (2000); gates in the order ``i, f, g, o``.
 
@@ -180,10 +175,9 @@ def lstm_cell_step(
     return o.sigmoid() * torch.tanh(c_next), c_next
 
 
-def gru_cell_step(
-    x: Tensor, h: Tensor, weight_ih: Tensor, weight_hh: Tensor,
-    bias_ih: Tensor | None = None, bias_hh: Tensor | None = None,
-) -> Tensor:
+def gru_cell_step(x: Tensor, h: Tensor, weight_ih: Tensor, weight_hh: Tensor,
+                  bias_ih: Tensor | None = None,
+                  bias_hh: Tensor | None = None) -> Tensor:
     r"""One step of a GRU (Cho et al., 2014) as PyTorch writes it: gates
     ``r, z, n``, the reset gate applied after :math:`b_{hn}`.
 
@@ -220,11 +214,9 @@ class RNNCellBase(_Recurrent):
 
     _torch_twin: type = nn.RNNCellBase
 
-    def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, *,
+                 device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__(input_size, hidden_size, bias)
         self._add_weights("", input_size, {"device": device, "dtype": dtype})
         self.reset_parameters()
@@ -241,10 +233,8 @@ class RNNCell(RNNCellBase):
 
     _torch_twin = nn.RNNCell
 
-    def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True,
-        nonlinearity: str = "tanh", **kwargs: Any,
-    ) -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", **kwargs: Any) -> None:
         check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
         super().__init__(input_size, hidden_size, bias, **kwargs)
         self.nonlinearity = nonlinearity

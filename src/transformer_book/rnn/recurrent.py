@@ -52,12 +52,11 @@ class RNNBase(_Recurrent, abc.ABC):
     num_states: int = 1
     _torch_twin: type = nn.RNNBase
 
-    def __init__(
-        self, input_size: int, hidden_size: int, num_layers: int = 1, *,
-        bias: bool = True, dropout: float = 0.0, bidirectional: bool = False,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 *, bias: bool = True, dropout: float = 0.0,
+                 bidirectional: bool = False,
+                 device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__(input_size, hidden_size, bias)
         self.num_layers = check_int("num_layers", num_layers)
         self.dropout = check_probability("dropout", dropout)
@@ -105,9 +104,8 @@ class RNNBase(_Recurrent, abc.ABC):
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor, ...]: ...
 
-    def _run(
-        self, input: Tensor, states: list[Any], names: list[str]
-    ) -> tuple[Tensor, list[Tensor]]:
+    def _run(self, input: Tensor, states: list[Any],
+             names: list[str]) -> tuple[Tensor, list[Tensor]]:
         """Every layer over every step: the top layer's outputs
         ``(B, T, D H)`` and the final states, each ``(L D, B, H)``."""
         lead = (self.num_layers * self.num_directions,)
@@ -151,17 +149,14 @@ class RNN(RNNBase):
 
     _torch_twin = nn.RNN
 
-    def __init__(
-        self, input_size: int, hidden_size: int, num_layers: int = 1, *,
-        nonlinearity: str = "tanh", **kwargs: Any,
-    ) -> None:
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 *, nonlinearity: str = "tanh", **kwargs: Any) -> None:
         check_choice("nonlinearity", nonlinearity, _NONLINEARITIES)
         super().__init__(input_size, hidden_size, num_layers, **kwargs)
         self.nonlinearity = nonlinearity
 
-    def _step(
-        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
-    ) -> tuple[Tensor]:
+    def _step(self, x: Tensor, state: tuple[Tensor, ...],
+              params: _Params) -> tuple[Tensor]:
         return (rnn_cell_step(x, state[0], *params, self.nonlinearity),)
 
 
@@ -174,9 +169,8 @@ class LSTM(RNNBase):
     num_states = 2
     _torch_twin = nn.LSTM
 
-    def _step(
-        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
-    ) -> tuple[Tensor, Tensor]:
+    def _step(self, x: Tensor, state: tuple[Tensor, ...],
+              params: _Params) -> tuple[Tensor, Tensor]:
         return lstm_cell_step(x, (state[0], state[1]), *params)
 
 
@@ -187,7 +181,6 @@ class GRU(RNNBase):
     num_chunks = 3
     _torch_twin = nn.GRU
 
-    def _step(
-        self, x: Tensor, state: tuple[Tensor, ...], params: _Params
-    ) -> tuple[Tensor]:
+    def _step(self, x: Tensor, state: tuple[Tensor, ...],
+              params: _Params) -> tuple[Tensor]:
         return (gru_cell_step(x, state[0], *params),)

@@ -94,9 +94,8 @@ class BahdanauAttention(nn.Module):
           (``True`` at real keys); returns ``(B, key_size)`` and ``(B, S)``.
     """
 
-    def __init__(
-        self, query_size: int, key_size: int, attention_size: int
-    ) -> None:
+    def __init__(self, query_size: int, key_size: int,
+                 attention_size: int) -> None:
         super().__init__()
         self.query_size = check_int("query_size", query_size)
         self.key_size = check_int("key_size", key_size)
@@ -110,10 +109,8 @@ class BahdanauAttention(nn.Module):
         """:math:`W_k h_j + b`, which every decoder step reuses."""
         return self.k_proj(keys)
 
-    def forward(
-        self, query: Tensor, keys: Tensor, mask: Tensor | None = None,
-        projected_keys: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, keys: Tensor, mask: Tensor | None = None,
+                projected_keys: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` over ``keys``: ``(context, weights)``."""
         if self.check_inputs:
             self._check(query, keys, mask, projected_keys)
@@ -139,10 +136,8 @@ class BahdanauAttention(nn.Module):
             if check_tensor("mask", mask, ndim=2).dtype != torch.bool:
                 raise TypeError(f"mask must be bool, got {mask.dtype}")
             if mask.shape != (B, S):
-                raise ValueError(
-                    f"mask has shape {tuple(mask.shape)}, expected (B, S) "
-                    f"= ({B}, {S})"
-                )
+                raise ValueError(f"mask has shape {tuple(mask.shape)}, "
+                                 f"expected (B, S) = ({B}, {S})")
         if projected is not None:
             check_shape("projected_keys", projected,
                         (B, S, self.attention_size), "(B, S, attention_size)")
@@ -206,23 +201,20 @@ class RNNSeq2Seq(nn.Module):
         if not is_mask:
             check_integer_tensor("src_mask", src_mask, "bools or lengths")
         if src_mask.shape != ((B, S) if is_mask else (B,)):
-            raise ValueError(
-                f"src_mask has shape {tuple(src_mask.shape)}, expected a "
-                f"mask (B, S) = ({B}, {S}) or lengths (B,) = ({B},)"
-            )
+            raise ValueError(f"src_mask has shape {tuple(src_mask.shape)}, "
+                             f"expected a mask (B, S) = ({B}, {S}) or "
+                             f"lengths (B,) = ({B},)")
         lengths = src_mask.sum(-1) if is_mask else src_mask
         mask = torch.arange(S, device=src.device) < lengths[:, None]
         right_padded = not is_mask or torch.equal(mask, src_mask)
         if not (right_padded and 1 <= lengths.min() and lengths.max() <= S):
-            raise ValueError(
-                f"src_mask must be right-padded with 1 to S={S} real tokens "
-                f"per row, got lengths {lengths.tolist()}"
-            )
+            raise ValueError(f"src_mask must be right-padded with 1 to S={S} "
+                             f"real tokens per row, got lengths "
+                             f"{lengths.tolist()}")
         return mask
 
-    def encode(
-        self, src: Tensor, src_mask: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def encode(self, src: Tensor,
+               src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Read the source: ``(annotations, summary, mask)``.
 
         Shape:
@@ -279,26 +271,22 @@ class RNNSeq2Seq(nn.Module):
 
         return step, weights
 
-    def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor
-    ) -> Seq2SeqOutput:
+    def forward(self, src: Tensor, src_mask: Tensor,
+                tgt_in: Tensor) -> Seq2SeqOutput:
         """Teacher-forced logits (and attention weights) of ``tgt_in``."""
         tgt_in = check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         step, weights = self._steps(src, src_mask)
         if tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(
-                f"tgt_in has batch size {tgt_in.shape[0]}, src has "
-                f"{src.shape[0]}"
-            )
+            raise ValueError(f"tgt_in has batch size {tgt_in.shape[0]}, src "
+                             f"has {src.shape[0]}")
         T = tgt_in.shape[1]
         logits = torch.stack([step(tgt_in[:, : t + 1]) for t in range(T)], 1)
         attention = torch.stack(weights, 1) if weights else None  # (B, T, S)
         return Seq2SeqOutput(logits, attention)
 
     @torch.no_grad()
-    def greedy_decode(
-        self, src: Tensor, src_mask: Tensor, max_len: int = 32
-    ) -> GreedyOutput:
+    def greedy_decode(self, src: Tensor, src_mask: Tensor,
+                      max_len: int = 32) -> GreedyOutput:
         """Translate by :func:`~transformer_book.decoding.generate` (greedy).
 
         ``max_len`` is the most tokens per row, ``<eos>`` included.

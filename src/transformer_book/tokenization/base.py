@@ -109,9 +109,8 @@ class Tokenizer(abc.ABC):
     def _check_id(self, token_id: int) -> int:
         return check_token_ids([token_id], self.vocab_size, "token_id")[0]
 
-    def encode(
-        self, text: str, *, bos: bool = False, eos: bool = False
-    ) -> list[int]:
+    def encode(self, text: str, *, bos: bool = False,
+               eos: bool = False) -> list[int]:
         """Token ids of ``text``, with ``<bos>`` and ``<eos>`` if asked."""
         ids = self._encode_text(_check_text(text))
         return ([self.bos_id] if bos else []) + ids + (
@@ -139,10 +138,9 @@ class Tokenizer(abc.ABC):
                    **self._state()}
         text = json.dumps(payload, ensure_ascii=False, indent=1)
         if pair := _SURROGATE_PAIR_RE.search(text):
-            raise ValueError(
-                f"cannot save to path={str(path)!r}: a token holds "
-                f"{pair[0]!r}, two lone surrogates that JSON would read "
-                "back as one character")
+            raise ValueError(f"cannot save to path={str(path)!r}: a token "
+                             f"holds {pair[0]!r}, two lone surrogates that "
+                             "JSON would read back as one character")
         # Each literal surrogate lies inside a JSON string: escape it there.
         text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
         atomic_write_bytes(Path(path), text.encode("utf-8"))

@@ -20,8 +20,7 @@ __all__ = ["PRETOKENIZE_PATTERN", "BPETokenizer", "pretokenize"]
 #: other symbols (``_`` is a symbol), and whitespace.
 PRETOKENIZE_PATTERN = (
     r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+"
-    r"|\s+(?!\S)|\s+"
-)
+    r"|\s+(?!\S)|\s+")
 _PRETOKENIZE_RE = re.compile(PRETOKENIZE_PATTERN)
 _FIRST_BYTE = len(Tokenizer.special_tokens)  # the id of byte 0
 
@@ -65,9 +64,8 @@ class BPETokenizer(Tokenizer):
     base_vocab_size: ClassVar[int] = _FIRST_BYTE + 256
     _saved = {"merges": list}
 
-    def __init__(
-        self, merges: Iterable[tuple[int, int]] | None = None
-    ) -> None:
+    def __init__(self,
+                 merges: Iterable[tuple[int, int]] | None = None) -> None:
         self._set_merges(() if merges is None else merges)
 
     def _set_merges(self, merges: Iterable[tuple[int, int]]) -> None:
@@ -162,9 +160,8 @@ class BPETokenizer(Tokenizer):
             for i in ids)
 
 
-def _merge_ids(
-    ids: Sequence[int], pair: tuple[int, int], new: int
-) -> list[int]:
+def _merge_ids(ids: Sequence[int], pair: tuple[int, int],
+               new: int) -> list[int]:
     """Replace every non-overlapping ``pair`` in ``ids``, left to right."""
     (a, b), i = pair, 0
     out: list[int] = []

@@ -23,9 +23,8 @@ class CharTokenizer(Tokenizer):
 
     _saved = {"chars": list, "byte_fallback": bool}
 
-    def __init__(
-        self, chars: Iterable[str] | None = None, *, byte_fallback: bool = True
-    ) -> None:
+    def __init__(self, chars: Iterable[str] | None = None, *,
+                 byte_fallback: bool = True) -> None:
         self.byte_fallback = check_bool("byte_fallback", byte_fallback)
         self._set_chars(() if chars is None else chars)
 

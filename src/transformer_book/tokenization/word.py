@@ -30,9 +30,8 @@ class WordTokenizer(Tokenizer):
     unk_id: ClassVar[int] = 3
     _saved = {"words": list, "lowercase": bool}
 
-    def __init__(
-        self, words: Iterable[str] | None = None, *, lowercase: bool = False
-    ) -> None:
+    def __init__(self, words: Iterable[str] | None = None, *,
+                 lowercase: bool = False) -> None:
         self.lowercase = check_bool("lowercase", lowercase)
         self._set_words(() if words is None else words)
 
@@ -51,9 +50,8 @@ class WordTokenizer(Tokenizer):
         text = _check_text(text)
         return _WORD_RE.findall(text.lower() if self.lowercase else text)
 
-    def train(
-        self, text: str, *, min_freq: int = 1, max_size: int | None = None
-    ) -> WordTokenizer:
+    def train(self, text: str, *, min_freq: int = 1,
+              max_size: int | None = None) -> WordTokenizer:
         """Learn the vocabulary from ``text``, in place.
 
         Args:
