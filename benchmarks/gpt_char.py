@@ -5,7 +5,8 @@ characters for training, the last 10% for validation. The validation loss
 is deterministic: the mean cross-entropy over every non-overlapping window
 of ``block_size`` characters of the validation split (each validation
 character after the first is predicted once). It is evaluated every
-``eval_every`` optimizer steps, and the evaluation time counts: "seconds"
+``eval_every`` optimizer steps from step ``eval_from`` (default
+``eval_every``), and the evaluation time counts: "seconds"
 is the wall time from the first training step to the end of the first
 evaluation at or below ``--target-loss`` (default 1.886). Loading the text
 and building the model are not timed.
@@ -22,6 +23,10 @@ Recipes:
   ``recipes.get("gpt", "cpu")`` (3 layers, lr 4e-3, a cosine to 4e-4 at
   step 1,250, then held) -- see :func:`book_recipe` and the README's
   benchmark table for what changed and why.
+- ``speedrun``: ``recipes.gpt_speedrun("cpu")``, the book's model with
+  Muon for the blocks' matrices, QK-norm, ReLU², an untied head, batch 32
+  and a cosine to zero at step 300, evaluated every 20 steps from step
+  200 (:func:`speedrun_recipe`; ``book/beyond/speedrun.md``).
 
 ``--compare`` runs both recipes for each seed of ``--seeds``, alternating
 which goes first, and adds the median ratio of their seconds; the machine's
@@ -31,23 +36,34 @@ standard output is one JSON object: ``{"val_loss", "seconds", "steps",
 "tokens_per_s", "params", "recipe", "seed", ...}`` (with ``--compare``:
 the ratio, and every run under ``"runs"``).
 
+``--ablation [CSV]`` runs the speedrun with each of its techniques taken
+out in turn (:data:`ABLATIONS`, each to its last step), then the book's
+and nanoGPT's recipes, for each seed, into ``CSV`` (by default
+``book/beyond/data/speedrun.csv``, which the speedrun chapter reads).
+
 Usage::
 
     .venv/bin/python benchmarks/gpt_char.py
     .venv/bin/python benchmarks/gpt_char.py --recipe nanogpt
     .venv/bin/python benchmarks/gpt_char.py --compare --seeds 3
+    .venv/bin/python benchmarks/gpt_char.py --recipe speedrun --compare \
+        --seeds 3
+    .venv/bin/python benchmarks/gpt_char.py --ablation --seeds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import io
 import json
 import statistics
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -55,9 +71,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_book import data, recipes
+from transformer_book._io import atomic_write_bytes
 from transformer_book.models import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer
-from transformer_book.training import count_parameters, fit, warmup_cosine
+from transformer_book.training import count_parameters, fit
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,12 @@ class Recipe:
     bias: bool = False
     dropout: float = 0.0
     eval_batch_size: int = 256
+    eval_from: int = 0  # first evaluation, then every eval_every steps
+    activation: str = "gelu"
+    qk_norm: bool = False
+    tie_weights: bool = True
+    optimizer: str = "adamw"
+    muon_lr: float = 0.0
 
 
 RECIPES: dict[str, Recipe] = {
@@ -120,28 +143,40 @@ def book_recipe() -> Recipe:
     gave 1.874 at 1,250, 4e-3 to 1,250 gave 1.862 at 1,250.
     """
     s = recipes.defaults("gpt", "cpu")
-    return Recipe(
-        d_model=s["d_model"],
-        num_heads=s["num_heads"],
-        num_layers=s["num_layers"],
-        block_size=s["block_size"],
-        batch_size=s["batch_size"],
-        lr=s["lr"],
-        min_lr=s["min_lr"],
-        warmup_steps=s["warmup"],
-        decay_steps=s["steps"],
-        max_steps=max(s["steps"], 2000),
-        eval_every=250,
-        betas=s["betas"],
-        weight_decay=s["weight_decay"],
-        clip_grad_norm=s["clip_grad_norm"],
-        d_ff=s["d_ff"],
-        bias=s["bias"],
-        dropout=s["dropout"],
-    )
+    return _from_sizes(s, max_steps=max(s["steps"], 2000), eval_every=250)
+
+
+def speedrun_recipe() -> Recipe:
+    """``recipes.gpt_speedrun("cpu")``: the book's model with Muon, QK-norm,
+    ReLU², an untied head, batch 32 and a cosine to zero at step 300.
+
+    It evaluates every 20 steps from step 200 (a full evaluation costs
+    about 13 steps' time, and the target falls between steps 200 and 300
+    in the sweeps of the README).
+    """
+    s = recipes.gpt_speedrun("cpu").sizes
+    return _from_sizes(s, max_steps=s["steps"], eval_every=20, eval_from=200)
+
+
+def _from_sizes(s: dict[str, Any], **fields: Any) -> Recipe:
+    names = ("d_model", "num_heads", "num_layers", "block_size", "batch_size",
+             "lr", "min_lr", "betas", "weight_decay", "clip_grad_norm",
+             "d_ff", "bias", "dropout", "activation", "qk_norm",
+             "tie_weights", "optimizer")
+    return Recipe(**{n: s[n] for n in names}, warmup_steps=s["warmup"],
+                  decay_steps=s["steps"], muon_lr=s["muon_lr"] or 0.0,
+                  **fields)
+
+
+def _sizes(recipe: Recipe) -> dict[str, Any]:
+    """The recipe as ``recipes`` sizes (for its optimizer and schedule)."""
+    s = dataclasses.asdict(recipe)
+    return {**s, "warmup": recipe.warmup_steps, "steps": recipe.decay_steps,
+            "decay_vectors": False}
 
 
 RECIPES["book"] = book_recipe()
+RECIPES["speedrun"] = speedrun_recipe()
 
 
 # --------------------------------------------------------------------------
@@ -209,20 +244,6 @@ def mean_loss(
     return total / y.numel()
 
 
-def optimizer_groups(
-    model: nn.Module, weight_decay: float
-) -> list[dict[str, Any]]:
-    """nanoGPT's groups: decay matrices and embeddings, not gains/biases."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {
-            "params": [p for p in params if p.dim() >= 2],
-            "weight_decay": weight_decay,
-        },
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-
-
 # --------------------------------------------------------------------------
 # One run
 # --------------------------------------------------------------------------
@@ -237,8 +258,10 @@ def run(
     target_loss: float,
     max_steps: int | None = None,
     name: str = "",
+    stop: bool = True,
 ) -> dict[str, Any]:
-    """Train with ``recipe`` until the val loss reaches ``target_loss``.
+    """Train with ``recipe`` until the val loss reaches ``target_loss``
+    (with ``stop`` False: to the last step, timing the first reach).
 
     Returns:
         The run's record: ``val_loss`` (at the first evaluation at or
@@ -259,31 +282,27 @@ def run(
         d_ff=recipe.d_ff,
         dropout=recipe.dropout,
         bias=recipe.bias,
+        activation=recipe.activation,
+        qk_norm=recipe.qk_norm,
+        tie_weights=recipe.tie_weights,
     )
     model = GPT(config)
-    optimizer = torch.optim.AdamW(
-        optimizer_groups(model, recipe.weight_decay),
-        lr=recipe.lr,
-        betas=recipe.betas,
-        foreach=True,
-    )
-    scheduler = warmup_cosine(
-        optimizer,
-        warmup_steps=recipe.warmup_steps,
-        total_steps=recipe.decay_steps,
-        min_lr_ratio=recipe.min_lr / recipe.lr,
-    )
+    optimizer = recipes.optimizer(model, _sizes(recipe))
+    scheduler = recipes.scheduler(optimizer, _sizes(recipe))
     cap = recipe.max_steps if max_steps is None else max_steps
     generator = torch.Generator().manual_seed(seed)
-    state: dict[str, Any] = {"evals": [], "eval_seconds": 0.0, "done": False}
+    state: dict[str, Any] = {"evals": [], "eval_seconds": 0.0}
 
     def until_target() -> Iterator[tuple[Tensor, Tensor]]:
-        for _ in range(cap):
-            if state["done"]:
-                return
+        for step in range(1, cap + 1):
             yield data.random_windows(
                 train_ids, recipe.block_size, recipe.batch_size, generator
             )
+            # Resumed once step `step` is done: evaluate on the schedule.
+            after = step - recipe.eval_from
+            if after >= 0 and after % recipe.eval_every == 0:
+                if evaluate(step) <= target_loss and stop:
+                    return
 
     def step(batch: tuple[Tensor, Tensor]) -> Tensor:
         x, y = batch
@@ -291,13 +310,11 @@ def run(
         assert loss is not None
         return loss
 
-    def evaluate() -> float:
+    def evaluate(steps: int) -> float:
         started = time.perf_counter()
         loss = mean_loss(model, val_x, val_y, recipe.eval_batch_size)
         now = time.perf_counter()
         state["eval_seconds"] += now - started
-        steps = len(state["evals"]) + 1
-        steps *= recipe.eval_every
         state["evals"].append(
             {
                 "step": steps,
@@ -312,8 +329,6 @@ def run(
             file=sys.stderr,
             flush=True,
         )
-        if loss <= target_loss:
-            state["done"] = True
         return loss
 
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -324,9 +339,6 @@ def run(
         epochs=1,
         scheduler=scheduler,
         clip_grad_norm=recipe.clip_grad_norm,
-        eval_fn=evaluate,
-        eval_every=recipe.eval_every,
-        model=model,
         progress=False,
     )
     elapsed = time.perf_counter() - start
@@ -352,6 +364,8 @@ def run(
             round(reached[0]["cpu_seconds"], 2) if reached else None
         ),
         "total_seconds": round(elapsed, 2),
+        "final_val_loss": round(evals[-1]["val_loss"], 4) if evals else None,
+        "ms_per_step": round(1000 * train_seconds / max(steps, 1), 1),
         "eval_seconds": round(state["eval_seconds"], 2),
         "evals": [
             {
@@ -361,6 +375,54 @@ def run(
             for e in evals
         ],
     }
+
+
+# --------------------------------------------------------------------------
+# The speedrun's ablation
+# --------------------------------------------------------------------------
+
+#: The speedrun with one technique taken out at a time (same steps, batch
+#: and schedule otherwise). Without Muon, AdamW trains every matrix at the
+#: book's tuned rate; the constant rate has no warmup and no decay.
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "speedrun": {},
+    "AdamW, not Muon": {"optimizer": "adamw",
+                        "lr": recipes.defaults("gpt", "cpu")["lr"]},
+    "no QK-norm": {"qk_norm": False},
+    "GELU, not ReLU²": {"activation": "gelu"},
+    "tied head": {"tie_weights": True},
+    "constant rate": {"warmup_steps": 0, "min_lr": RECIPES["speedrun"].lr},
+}
+ABLATION_CSV = (
+    Path(__file__).resolve().parents[1] / "book/beyond/data/speedrun.csv"
+)
+_ABLATION_FIELDS = ("variant", "seed", "seconds", "steps", "reached",
+                    "val_loss", "final_val_loss", "ms_per_step",
+                    "eval_seconds", "total_seconds", "threads")
+
+
+def ablation(ids: Tensor, vocab_size: int, seeds: range, *, threads: int,
+             target_loss: float, out: Path) -> list[dict[str, Any]]:
+    """Each variant of :data:`ABLATIONS` for each seed, run to its last
+    step, then the book's and nanoGPT's recipes to the target; the rows
+    are written to ``out``."""
+    rows = []
+    variants = [(k, dataclasses.replace(RECIPES["speedrun"], **v), False)
+                for k, v in ABLATIONS.items()]
+    variants += [(k, RECIPES[k], True) for k in ("book", "nanogpt")]
+    for seed in seeds:
+        for variant, recipe, stop in variants:
+            result = run(recipe, ids, vocab_size, seed=seed, name=variant,
+                         target_loss=target_loss, stop=stop)
+            result.update(variant=variant, threads=threads)
+            print(json.dumps(result), file=sys.stderr, flush=True)
+            rows.append({k: result[k] for k in _ABLATION_FIELDS})
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=_ABLATION_FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(out, text.getvalue().encode())
+    return rows
 
 
 # --------------------------------------------------------------------------
@@ -385,6 +447,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-steps", type=int, default=None, help="safety cap on steps"
     )
     parser.add_argument(
+        "--ablation",
+        nargs="?",
+        const=str(ABLATION_CSV),
+        default=None,
+        metavar="CSV",
+        help="run the speedrun's ablation for each seed into CSV",
+    )
+    parser.add_argument(
         "--compare",
         action="store_true",
         help="run the recipe and nanogpt for each seed, interleaved",
@@ -393,7 +463,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if field.name in _NOT_FLAGS:
             continue
         flag = "--" + field.name.replace("_", "-")
-        kind = float if field.type == "float" else int
+        kind = {"float": float, "str": str}.get(str(field.type), int)
         parser.add_argument(flag, type=kind, default=None)
     return parser.parse_args(argv)
 
@@ -406,8 +476,9 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
         for f in dataclasses.fields(Recipe)
         if f.name not in _NOT_FLAGS and getattr(args, f.name) is not None
     }
-    if "bias" in overrides:
-        overrides["bias"] = bool(overrides["bias"])
+    for flag in ("bias", "qk_norm", "tie_weights"):  # 0 or 1
+        if flag in overrides:
+            overrides[flag] = bool(overrides[flag])
     return dataclasses.replace(recipe, **overrides)
 
 
@@ -423,6 +494,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
     recipe = recipe_from_args(args)
     options = {"target_loss": args.target_loss, "max_steps": args.max_steps}
+    if args.ablation:
+        rows = ablation(ids, tokenizer.vocab_size,
+                        range(args.seed, args.seed + args.seeds),
+                        threads=args.threads, target_loss=args.target_loss,
+                        out=Path(args.ablation))
+        summary = {"ablation": args.ablation, "rows": rows}
+        print(json.dumps(summary))
+        return summary
     seeds = range(args.seed, args.seed + args.seeds)
     runs: list[dict[str, Any]] = []
     ratios: list[float] = []

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_book import recipes
 from transformer_book.models import GPT, GPTConfig
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40
@@ -91,7 +92,8 @@ def test_mean_loss_runs_in_eval_mode(bench):
 def test_optimizer_groups_decay_only_matrices(bench):
     model = GPT(GPTConfig(vocab_size=10, max_seq_len=6, d_model=8,
                           num_heads=2, num_layers=2, bias=False))
-    decay, no_decay = bench.optimizer_groups(model, 0.1)
+    sizes = bench._sizes(bench.RECIPES["nanogpt"])
+    decay, no_decay = recipes.optimizer(model, sizes).param_groups
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decay["params"])
     assert all(p.dim() == 1 for p in no_decay["params"])
@@ -115,8 +117,6 @@ def test_nanogpt_recipe_is_the_issue_s(bench):
 
 
 def test_book_recipe_is_the_cpu_preset_s_gpt(bench):
-    from transformer_book import recipes
-
     r, s = bench.RECIPES["book"], recipes.defaults("gpt", "cpu")
     assert r == bench.book_recipe()
     assert (r.num_layers, r.num_heads, r.d_model) == (3, 4, 128)
@@ -190,3 +190,49 @@ def test_command_line_overrides_a_field(bench):
     recipe = bench.recipe_from_args(args)
     assert recipe.lr == 0.002 and recipe.bias is True
     assert recipe.block_size == 64
+
+
+def test_speedrun_recipe_is_recipes_gpt_speedrun(bench):
+    r, s = bench.RECIPES["speedrun"], recipes.gpt_speedrun("cpu").sizes
+    assert r == bench.speedrun_recipe()
+    assert (r.optimizer, r.muon_lr, r.activation) == ("muon", s["muon_lr"],
+                                                      "relu2")
+    assert r.qk_norm and not r.tie_weights
+    assert (r.batch_size, r.lr, r.decay_steps) == (s["batch_size"], s["lr"],
+                                                   s["steps"])
+    # Evaluations on the recipe's schedule, never past its last step.
+    assert r.eval_from + r.eval_every <= r.max_steps == s["steps"]
+
+
+def test_run_evaluates_from_eval_from(bench):
+    ids, vocab_size = _ids()
+    recipe = _tiny(bench, eval_from=3, eval_every=4, max_steps=12,
+                   optimizer="muon", muon_lr=0.02, qk_norm=True,
+                   activation="relu2", tie_weights=False)
+    result = bench.run(recipe, ids, vocab_size, seed=0, target_loss=0.0,
+                       name="tiny")
+    assert [e["step"] for e in result["evals"]] == [3, 7, 11]
+    assert result["steps"] == 12 and not result["reached"]
+
+
+def test_ablation_writes_one_row_per_variant_and_seed(bench, monkeypatch,
+                                                      tmp_path):
+    import csv
+
+    ids, vocab_size = _ids()
+    tiny = _tiny(bench, max_steps=6, eval_every=3, warmup_steps=1,
+                 decay_steps=6)
+    for name in ("speedrun", "book", "nanogpt"):
+        monkeypatch.setitem(bench.RECIPES, name, tiny)
+    out = tmp_path / "ablation.csv"
+    bench.ablation(ids, vocab_size, range(2), threads=1, target_loss=100.0,
+                   out=out)
+    rows = list(csv.DictReader(out.open()))
+    variants = [*bench.ABLATIONS, "book", "nanogpt"]
+    assert [(r["variant"], r["seed"]) for r in rows] == [
+        (v, str(s)) for s in range(2) for v in variants]
+    for row in rows:  # reached at the first evaluation, step 3
+        assert row["reached"] == "True" and row["steps"] == "3"
+        # The speedrun's variants run on to step 6, the others stop.
+        ran_on = row["variant"] in bench.ABLATIONS
+        assert (row["final_val_loss"] != row["val_loss"]) == ran_on

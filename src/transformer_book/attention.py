@@ -252,6 +252,9 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights (training mode only).
         bias: whether the four projections have biases.
         rotary: ``None`` or a ``RotaryEmbedding`` of ``head_dim``.
+        qk_norm: RMS-normalise each head's queries and keys (no gain)
+            before the dot product (QK-norm; Henry et al., 2020), which
+            bounds the attention logits by ``sqrt(head_dim)``.
 
     Shape:
         query: ``(B, q_len, d_model)``; key, value: ``(B, kv_len,
@@ -267,10 +270,11 @@ class MultiHeadAttention(nn.Module):
         self, d_model: int, num_heads: int, *,
         num_kv_heads: int | None = None, dropout: float = 0.0,
         bias: bool = True, rotary: RotaryEmbedding | None = None,
-        device: torch.device | str | None = None,
+        qk_norm: bool = False, device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        self.qk_norm = check_bool("qk_norm", qk_norm)
         self.d_model = check_int("d_model", d_model)
         self.num_heads = check_int("num_heads", num_heads)
         check_divisible("d_model", d_model, "num_heads", num_heads)
@@ -322,7 +326,8 @@ class MultiHeadAttention(nn.Module):
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, "
                 f"num_kv_heads={self.num_kv_heads}, dropout={self.dropout}, "
-                f"bias={self.bias}, fused={self.fused}")
+                f"bias={self.bias}, qk_norm={self.qk_norm}, "
+                f"fused={self.fused}")
 
     def forward(
         self, query: Tensor, key: Tensor | None = None,
@@ -348,9 +353,10 @@ class MultiHeadAttention(nn.Module):
             self.check(query, key, value, attn_mask, is_causal=is_causal,
                        cache=cache)
         offset = 0 if cache is None else cache.offset
-        q = self._split_heads(self.q_proj(query))  # (B, H, q_len, head_dim)
-        k = self._split_heads(self.k_proj(key))  # (B, G, T, head_dim)
-        v = self._split_heads(self.v_proj(value))  # (B, G, T, head_dim)
+        # (B, H, q_len, head_dim) and (B, G, T, head_dim) twice
+        q = self._split_heads(self.q_proj(query), self.qk_norm)
+        k = self._split_heads(self.k_proj(key), self.qk_norm)
+        v = self._split_heads(self.v_proj(value))
         if self.rotary is not None:
             q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
         if cache is not None:  # the queries are the last q_len keys
@@ -395,11 +401,13 @@ class MultiHeadAttention(nn.Module):
             shape = (batch, self.num_heads, q_len, kv_len)
             masks.broadcast_mask(attn_mask, shape, name=mask_name)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def _split_heads(self, x: Tensor, rms_norm: bool = False) -> Tensor:
         batch, length, _ = x.shape
         # (B, T, heads * head_dim) -> (B, T, heads, head_dim)
         # -> (B, heads, T, head_dim); heads is H, or G for keys and values
         x = x.view(batch, length, -1, self.head_dim)
+        if rms_norm:  # QK-norm: each head's vector to RMS 1
+            x = F.rms_norm(x, (self.head_dim,))
         return x.transpose(1, 2)
 
     def _merge_heads(self, x: Tensor) -> Tensor:

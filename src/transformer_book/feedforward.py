@@ -19,7 +19,7 @@ from ._checks import (
 
 __all__ = ["ACTIVATIONS", "FeedForward"]
 
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+ACTIVATIONS = ("relu", "gelu", "relu2", "swiglu")
 
 
 class FeedForward(nn.Module):
@@ -39,8 +39,8 @@ class FeedForward(nn.Module):
         d_model: width of the tokens in and out.
         d_ff: hidden width (of each SwiGLU branch: no 2/3 rescaling).
         dropout: dropout probability on the hidden activations.
-        activation: ``"relu"``, ``"gelu"`` (exact, erf-based) or
-            ``"swiglu"``.
+        activation: ``"relu"``, ``"gelu"`` (exact, erf-based),
+            ``"relu2"`` (ReLU squared, So et al., 2021) or ``"swiglu"``.
         bias: whether the linear maps have biases.
 
     Shape:
@@ -82,4 +82,5 @@ class FeedForward(nn.Module):
             h = F.gelu(h)
         else:
             h = F.relu(h)
+            h = h * h if self.activation == "relu2" else h
         return self.down_proj(self.dropout(h))

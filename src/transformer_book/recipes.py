@@ -37,11 +37,11 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.optim import AdamW
+from torch.optim import AdamW, Muon, Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
 from . import data, runtime
-from ._checks import check_choice, check_int
+from ._checks import check_choice, check_int, check_number
 from ._io import _lock, load_verified, save_verified
 from .models import (
     GPT,
@@ -54,10 +54,18 @@ from .models import (
     ViTConfig,
 )
 from .tokenization import CharTokenizer, WordTokenizer
-from .training import History, accuracy, cross_entropy, fit, warmup_cosine
+from .training import (
+    History,
+    Optimizers,
+    accuracy,
+    cross_entropy,
+    fit,
+    warmup_cosine,
+)
 
 __all__ = ["MODELS_ENV_VAR", "NAMES", "PRESETS", "Recipe", "Trained",
-           "defaults", "get", "models_dir", "trained"]
+           "defaults", "get", "gpt_speedrun", "models_dir", "optimizer",
+           "scheduler", "trained"]
 
 #: The presets, ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
 PRESETS = ("cpu", "gpu")
@@ -81,7 +89,9 @@ _SIZES: dict[str, dict[str, dict[str, Any]]] = {
                     steps=2000, lr=1e-3, min_lr=0.0, warmup=None,
                     dropout=0.2, bias=True, decay_vectors=True),
         "all": dict(betas=(0.9, 0.99), weight_decay=0.1, d_ff=None,
-                    text=None, clip_grad_norm=1.0, valid_windows=None),
+                    text=None, clip_grad_norm=1.0, valid_windows=None,
+                    activation="gelu", qk_norm=False, tie_weights=True,
+                    optimizer="adamw", muon_lr=None),
     },
     "translation": {  # book/implementation/translation.md
         "cpu": dict(stop=10_000, max_numbers=6, lists=4_800,
@@ -165,21 +175,9 @@ class Recipe:
                  EncoderConfig: TransformerEncoderModel, ViTConfig: ViT}
         return build[type(self.config)](self.config)
 
-    def optimizer(self, model: nn.Module) -> AdamW:
-        """AdamW with the recipe's learning rate, betas and weight decay.
-
-        With ``sizes["decay_vectors"]`` False, only matrices and
-        embeddings decay; gains and biases (1-D) do not (nanoGPT's groups).
-        """
-        s = self.sizes
-        params: Any = model.parameters()
-        if not s.get("decay_vectors", True):
-            params = [p for p in params if p.requires_grad]
-            params = [{"params": [p for p in params if p.dim() >= 2]},
-                      {"params": [p for p in params if p.dim() < 2],
-                       "weight_decay": 0.0}]
-        return AdamW(params, lr=s["lr"], betas=s["betas"],
-                     weight_decay=s["weight_decay"], fused=s.get("fused"))
+    def optimizer(self, model: nn.Module) -> Optimizer:
+        """:func:`optimizer` for ``model`` with these sizes."""
+        return optimizer(model, self.sizes)
 
     def batches(self, generator: torch.Generator,
                 device: torch.device | None = None) -> Iterator[Any]:
@@ -193,16 +191,60 @@ class Recipe:
     @property
     def warmup_steps(self) -> int:
         """Warmup steps, ``sizes["warmup"]`` or a tenth of the steps."""
-        steps, warmup = self.sizes["steps"], self.sizes["warmup"]
-        return steps // 10 if warmup is None else min(warmup, steps - 1)
+        return _warmup_steps(self.sizes)
 
-    def scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
-        """Linear warmup, then a cosine decay over ``sizes["steps"]`` to
-        ``sizes["min_lr"]`` (0 if absent)."""
-        s = self.sizes
-        return warmup_cosine(optimizer, warmup_steps=self.warmup_steps,
-                             total_steps=s["steps"],
-                             min_lr_ratio=s.get("min_lr", 0.0) / s["lr"])
+    def scheduler(self, optimizer: Optimizer) -> LambdaLR:
+        """:func:`scheduler` for ``optimizer`` with these sizes."""
+        return scheduler(optimizer, self.sizes)
+
+
+def optimizer(model: nn.Module, sizes: dict[str, Any]) -> Optimizer:
+    """AdamW with the recipe's learning rate, betas and weight decay.
+
+    With ``sizes["decay_vectors"]`` False, only matrices and embeddings
+    decay; gains and biases (1-D) do not (nanoGPT's groups). With
+    ``sizes["optimizer"] == "muon"``, the matrices of ``model.blocks``
+    take ``torch.optim.Muon`` at ``sizes["muon_lr"]`` instead, without
+    weight decay (Jordan et al., 2024), and AdamW the rest.
+    """
+    s = sizes
+    params = [p for p in model.parameters() if p.requires_grad]
+    muon = check_choice("optimizer", s.get("optimizer", "adamw"),
+                        ("adamw", "muon")) == "muon"
+    hidden: list[nn.Parameter] = []
+    if muon:
+        check_number("muon_lr", s["muon_lr"], minimum=0.0)
+        blocks = getattr(model, "blocks", nn.Module())
+        ids = {id(p) for p in blocks.parameters() if p.dim() == 2}
+        hidden = [p for p in params if id(p) in ids]
+        params = [p for p in params if id(p) not in ids]
+    groups: Any = params
+    if not s.get("decay_vectors", True):
+        groups = [{"params": [p for p in params if p.dim() >= 2]},
+                  {"params": [p for p in params if p.dim() < 2],
+                   "weight_decay": 0.0}]
+    fused = s.get("fused")
+    adamw = AdamW(groups, lr=s["lr"], betas=s["betas"],
+                  weight_decay=s["weight_decay"], fused=fused,
+                  foreach=None if fused else True)
+    if not muon:
+        return adamw
+    return Optimizers(Muon(hidden, lr=s["muon_lr"], weight_decay=0.0), adamw)
+
+
+def scheduler(optimizer: Optimizer, sizes: dict[str, Any]) -> LambdaLR:
+    """Linear warmup over ``sizes["warmup"]`` steps (``None``: a tenth of
+    ``sizes["steps"]``), then a cosine decay to ``sizes["min_lr"]`` (0 if
+    absent) at ``sizes["steps"]``."""
+    return warmup_cosine(
+        optimizer, warmup_steps=_warmup_steps(sizes),
+        total_steps=sizes["steps"],
+        min_lr_ratio=sizes.get("min_lr", 0.0) / sizes["lr"])
+
+
+def _warmup_steps(sizes: dict[str, Any]) -> int:
+    steps, warmup = sizes["steps"], sizes["warmup"]
+    return steps // 10 if warmup is None else min(warmup, steps - 1)
 
 
 def defaults(name: str, preset: str = "cpu") -> dict[str, Any]:
@@ -228,6 +270,34 @@ def get(name: str, preset: str = "cpu", **overrides: Any) -> Recipe:
     builders = {"gpt": _gpt, "translation": _translation, "mlm": _mlm,
                 "vit": _vit}
     return builders[name](name, preset, sizes)
+
+
+# What the speedrun changes in the GPT's sizes (book/beyond/speedrun.md,
+# benchmarks/gpt_char.py --recipe speedrun).
+_SPEEDRUN: dict[str, dict[str, Any]] = {
+    "cpu": dict(optimizer="muon", muon_lr=0.015, qk_norm=True,
+                activation="relu2", tie_weights=False, batch_size=32,
+                steps=300, lr=1e-2, min_lr=0.0),
+    "gpu": dict(optimizer="muon", muon_lr=0.02, qk_norm=True,
+                activation="relu2", tie_weights=False),
+}
+
+
+def gpt_speedrun(preset: str = "cpu", **overrides: Any) -> Recipe:
+    """The GPT recipe of ``get("gpt", preset)`` with the speedrun's changes.
+
+    Muon for the blocks' matrices, QK-norm, ReLU² feed-forwards, an
+    untied head, with a larger batch, a higher rate and a cosine decay
+    to zero at step 300 (cpu), each measured in ``book/beyond/speedrun.md``
+    and ``benchmarks/gpt_char.py``.
+
+    Args:
+        preset: one of :data:`PRESETS`.
+        overrides: sizes to change, as in :func:`get` (``optimizer=
+            "adamw"`` takes one technique out).
+    """
+    check_choice("preset", preset, PRESETS)
+    return get("gpt", preset, **{**_SPEEDRUN[preset], **overrides})
 
 
 @dataclass
@@ -396,7 +466,8 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     valid_ids = torch.tensor(tokenizer.encode(valid_text))
     T, B = sizes["block_size"], sizes["batch_size"]
     config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
-                       **_pick(sizes, *_LAYERS, "d_ff", "bias"))
+                       **_pick(sizes, *_LAYERS, "d_ff", "bias", "activation",
+                               "qk_norm", "tie_weights"))
     valid_x, valid_y = data.every_window(  # (N, T) each; None: all
         valid_ids, T, sizes["valid_windows"])
     count = len(valid_x)

@@ -63,8 +63,8 @@ from .checkpoint import (
     tokenizer_path,
 )
 
-__all__ = ["History", "WarmupCosine", "accuracy", "count_parameters",
-           "cross_entropy", "fit", "warmup_cosine"]
+__all__ = ["History", "Optimizers", "WarmupCosine", "accuracy",
+           "count_parameters", "cross_entropy", "fit", "warmup_cosine"]
 
 #: What a step function returns: the loss, or the loss and its metrics.
 StepOutput = Tensor | tuple[Tensor, Mapping[str, Any]]
@@ -185,6 +185,51 @@ def warmup_cosine(optimizer: Optimizer, *, warmup_steps: int,
     return LambdaLR(optimizer, WarmupCosine(
         warmup_steps=warmup_steps, total_steps=total_steps,
         min_lr_ratio=min_lr_ratio))
+
+
+class Optimizers(Optimizer):
+    """Several optimizers that step as one, e.g. Muon for the hidden
+    matrices and AdamW for the rest (Jordan et al., 2024).
+
+    :attr:`param_groups` lists every optimizer's groups (the same dicts),
+    so one learning-rate scheduler scales them all, each group from its
+    own initial rate; ``state_dict`` holds each optimizer's.
+
+    Example:
+        >>> a, b = (torch.nn.Parameter(torch.ones(2, 2)) for _ in "ab")
+        >>> opt = Optimizers(torch.optim.SGD([a], lr=1.0),
+        ...                  torch.optim.SGD([b], lr=0.5))
+        >>> (a.sum() + b.sum()).backward(); opt.step()
+        >>> a[0, 0].item(), b[0, 0].item()
+        (0.0, 0.5)
+    """
+
+    def __init__(self, *optimizers: Optimizer) -> None:
+        for i, optimizer in enumerate(optimizers):
+            expect(f"optimizers[{i}]", optimizer,
+                   isinstance(optimizer, Optimizer), "a torch.optim.Optimizer")
+        self.optimizers = optimizers
+        self.defaults: dict[str, Any] = {}
+        self.param_groups = [g for o in optimizers for g in o.param_groups]
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizers": [o.state_dict() for o in self.optimizers]}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        for optimizer, state in zip(self.optimizers,
+                                    state_dict["optimizers"], strict=True):
+            optimizer.load_state_dict(state)  # new group dicts
+        self.param_groups = [g for o in self.optimizers
+                             for g in o.param_groups]
 
 
 @dataclass

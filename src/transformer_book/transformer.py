@@ -72,7 +72,7 @@ class _Layer(nn.Module):
         dropout: float = 0.0, activation: str = "relu",
         norm_first: bool = False, bias: bool = True, eps: float = 1e-5,
         rotary: RotaryEmbedding | None = None,
-        num_kv_heads: int | None = None,
+        num_kv_heads: int | None = None, qk_norm: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -89,7 +89,7 @@ class _Layer(nn.Module):
         # Built in this order: the order of the random initialisation.
         self.self_attn = residual(MultiHeadAttention(
             d_model, num_heads, num_kv_heads=num_kv_heads, rotary=rotary,
-            **attn,
+            qk_norm=qk_norm, **attn,
         ))
         if self._cross:  # rotary positions: in the self-attention only
             self.cross_attn = residual(
@@ -130,13 +130,15 @@ class EncoderLayer(_Layer):
         num_heads: number of attention heads.
         d_ff: hidden width of the feed-forward network.
         dropout: dropout probability (training mode only).
-        activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
+        activation: ``"relu"``, ``"gelu"``, ``"relu2"`` or ``"swiglu"``.
         norm_first: pre-LN when ``True``, post-LN when ``False``.
         bias: whether the linear maps and the norms have biases.
         eps: the norms' epsilon.
         rotary: ``None`` or a rotary embedding for the self-attention.
         num_kv_heads: key/value heads of the self-attention (grouped-query
             attention); ``None`` means ``num_heads``.
+        qk_norm: QK-norm in the self-attention (see
+            :class:`~transformer_book.attention.MultiHeadAttention`).
 
     Shape:
         x: ``(B, T, d_model)``; attn_mask broadcasts to

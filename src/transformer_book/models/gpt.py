@@ -27,7 +27,7 @@ from .._checks import (
 from .._io import load_verified
 from ..attention import KVCache, MultiHeadAttention, check_cache
 from ..decoding import generate
-from ..feedforward import FeedForward
+from ..feedforward import ACTIVATIONS, FeedForward
 from ..heads import IGNORE_INDEX, LMHead
 from ..norm import LayerNorm
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
@@ -56,6 +56,9 @@ class GPTConfig:
             1 is multi-query attention (Shazeer, 2019), fewer than
             ``num_heads`` grouped-query (Ainslie et al., 2023); ``None``
             means ``num_heads``.
+        activation: the feed-forward's, ``"gelu"`` (GPT-2) or another of
+            :data:`~transformer_book.feedforward.ACTIVATIONS`.
+        qk_norm: RMS-normalise queries and keys per head (QK-norm).
     """
 
     vocab_size: int
@@ -69,6 +72,8 @@ class GPTConfig:
     positional: str = "learned"
     tie_weights: bool = True
     num_kv_heads: int | None = None  # None: one per query head (GPT-2)
+    activation: str = "gelu"
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         check_choice("positional", self.positional, ("learned", "rope"))
@@ -77,6 +82,8 @@ class GPTConfig:
                     rotary=rope)
         check_bool("bias", self.bias)
         check_bool("tie_weights", self.tie_weights)
+        check_bool("qk_norm", self.qk_norm)
+        check_choice("activation", self.activation, ACTIVATIONS)
         if self.num_kv_heads is not None:
             check_int("num_kv_heads", self.num_kv_heads)
             check_divisible("num_heads", self.num_heads, "num_kv_heads",
@@ -132,9 +139,9 @@ class GPT(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             EncoderLayer(c.d_model, c.num_heads, c.d_ff or 4 * c.d_model,
-                         dropout=c.dropout, activation="gelu",
+                         dropout=c.dropout, activation=c.activation,
                          norm_first=True, bias=c.bias, rotary=rotary,
-                         num_kv_heads=c.num_kv_heads)
+                         num_kv_heads=c.num_kv_heads, qk_norm=c.qk_norm)
             for _ in range(c.num_layers)
         )
         self.final_norm = LayerNorm(c.d_model, bias=c.bias)
