@@ -41,18 +41,17 @@ def scaled_dot_product_attention(
         \mathrm{Attention}(Q, K, V)
         = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
 
+    (``scale`` replaces :math:`1 / \sqrt{d_k}`).
     :math:`M` is 0 where attention is allowed, the dtype's minimum where
     not (or the float bias given). A query row with no allowed key gets
     zeros; a key no query may see is zeroed, so a NaN there does not spread.
 
     Args:
-        q, k, v: queries, keys and values.
         attn_mask: ``None``, a boolean mask (``True`` = may attend) or a
             float bias, broadcasting to ``(..., q_len, kv_len)``.
         is_causal: also apply the causal mask, aligned at the top left.
         dropout_p: dropout on the weights, applied whenever positive.
         return_weights: also return the weights (before dropout).
-        scale: the factor on :math:`Q K^\top`; ``1 / sqrt(D)`` if ``None``.
 
     Shape:
         q: ``(..., q_len, D)``; k: ``(..., kv_len, D)``; v:
@@ -245,12 +244,10 @@ class MultiHeadAttention(nn.Module):
     2023), as ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
 
     Args:
-        d_model: model width, divisible by ``num_heads``.
         num_heads: number of heads of ``head_dim = d_model // num_heads``.
         num_kv_heads: heads of keys and values, dividing ``num_heads``;
             ``None`` means ``num_heads``.
         dropout: dropout on the attention weights (training mode only).
-        bias: whether the four projections have biases.
         rotary: ``None`` or a ``RotaryEmbedding`` of ``head_dim``.
         qk_norm: RMS-normalise each head's queries and keys (no gain)
             before the dot product (QK-norm; Henry et al., 2020), which
@@ -485,21 +482,17 @@ def flash_attention(
     row's logsumexp :math:`m + \log \ell` are saved; the backward pass
     recomputes the probabilities block by block from them.
 
+    The result equals ``F.scaled_dot_product_attention``'s (zeros where
+    there are no keys).
+
     Args:
-        q, k, v: queries, keys and values.
         is_causal: query ``i`` sees keys ``j <= i`` (top left, as
             PyTorch's ``is_causal=True``); key blocks wholly above the
             diagonal are skipped.
         block_size: queries and keys per block.
 
     Shape:
-        q: ``(..., q_len, D)``; k: ``(..., kv_len, D)``; v:
-        ``(..., kv_len, Dv)``; returns ``(..., q_len, Dv)``. ``...`` is
-        usually ``(B, H)``.
-
-    Returns:
-        The same values as ``F.scaled_dot_product_attention`` (zeros
-        where there are no keys).
+        As :func:`scaled_dot_product_attention`.
     """
     _check_qkv(q, k, v, None)
     is_causal = check_bool("is_causal", is_causal)

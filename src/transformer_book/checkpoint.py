@@ -132,9 +132,6 @@ def save_checkpoint(path: str | os.PathLike[str], *, model: nn.Module,
 
     Args:
         path: where to write (conventionally ``*.pt``); parents are created.
-        model: the model.
-        optimizer: its optimizer, if training is to resume.
-        scheduler: its learning-rate scheduler.
         step: the number of optimizer steps done.
         epoch: the number of completed epochs.
         history: the run's :class:`~transformer_book.training.History`.
@@ -176,9 +173,6 @@ def load_checkpoint(
 
     Args:
         path: a file written by :func:`save_checkpoint` or ``fit``.
-        model: the model to load the weights into.
-        optimizer: the optimizer to restore, if any.
-        scheduler: the scheduler to restore, if any.
         generators: generators to restore, in the order they were saved.
         restore_rng: restore the global generators (and ``generators``).
         map_location: where tensors are loaded first.
@@ -187,10 +181,6 @@ def load_checkpoint(
         A dict of the saved state, with ``"step"``, ``"epoch"``,
         ``"history"`` (a dict, for ``History.from_dict``), ``"extra"``,
         ``"rng"``, ``"loop"``.
-
-    Raises:
-        ValueError: if the file is damaged or not a checkpoint, its weights
-            do not fit ``model``, or it lacks a state that was asked for.
     """
     check_objects(model, optimizer, scheduler)
     generators = check_generators(generators)

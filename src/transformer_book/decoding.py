@@ -82,7 +82,6 @@ def sample(logits: Tensor, *, temperature: float = 1.0,
         temperature: :math:`T \ge 0`; ``0`` is the argmax (greedy).
         top_k: keep the ``top_k`` likeliest tokens (``None``: all).
         top_p: keep the nucleus of mass ``top_p`` (``None``: all).
-        generator: the random generator of the draw.
     """
     check_tensor("logits", logits, ndim=2, floating=True)
     return _draw(logits, _options(temperature, top_k, top_p), generator)
@@ -124,11 +123,7 @@ def generate(step: Callable[[Tensor], Tensor], tokens: Tensor,
         step: the next-token logits ``(B, V)`` of the tokens so far (it may
             keep a cache between calls).
         tokens: the prompts, or start tokens, ``(B, T)``.
-        max_new_tokens: the most tokens to add, ``>= 0``.
         temperature, top_k, top_p: as :func:`sample`.
-        eos_id: the token that ends a row, or ``None``.
-        pad_id: the token after a row's end.
-        generator: the random generator of the draws.
 
     Shape:
         - returns a new int64 tensor ``(B, T + n)``, ``n <= max_new_tokens``.
@@ -164,8 +159,6 @@ def beam_search(step: Callable[[Tensor, Tensor], Tensor], prefix: Tensor, *,
             extends row ``parents[i]`` of the previous call's ``tokens``, so
             a cache follows with ``index_select(0, parents)``.
         prefix: the tokens to continue ``(t0,)``.
-        beam_width: hypotheses kept per step, ``>= 1``.
-        max_new_tokens: the most tokens added, ``>= 0``.
         eos_id: the token that ends a hypothesis (kept), or ``None``.
         length_penalty: :math:`\alpha \ge 0`.
 
@@ -274,11 +267,8 @@ def speculative_generate(
             returning ``(logits, loss)`` like
             :class:`~transformer_book.models.gpt.GPT`.
         draft: a cheaper model of the same kind, on the same vocabulary.
-        idx: the prompt, one row.
-        max_new_tokens: the number of tokens to add, ``>= 0``.
         k: the draft tokens proposed per target call, ``>= 1``.
         temperature: :math:`T \ge 0`, of both models; ``0`` is greedy.
-        generator: the random generator of the draws.
         stats: if a list, the number of draft tokens accepted at each
             target call is appended to it.
 

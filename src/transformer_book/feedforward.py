@@ -36,12 +36,10 @@ class FeedForward(nn.Module):
     the activation, as in ``nn.TransformerEncoderLayer``.
 
     Args:
-        d_model: width of the tokens in and out.
         d_ff: hidden width (of each SwiGLU branch: no 2/3 rescaling).
         dropout: dropout probability on the hidden activations.
         activation: ``"relu"``, ``"gelu"`` (exact, erf-based),
             ``"relu2"`` (ReLU squared, So et al., 2021) or ``"swiglu"``.
-        bias: whether the linear maps have biases.
 
     Shape:
         x: ``(..., d_model)``; returns the same shape.

@@ -30,15 +30,11 @@ class LoRALinear(nn.Module):
         A \in \mathbb{R}^{r \times d_\text{in}}, \quad
         B \in \mathbb{R}^{d_\text{out} \times r}
 
-    :math:`W` and :math:`b` are the wrapped layer's own parameters, frozen
+    (:math:`r` is ``rank``, :math:`\alpha` is ``alpha``). :math:`W` and
+    :math:`b` are the wrapped layer's own parameters, frozen
     (``requires_grad=False``). :math:`A` starts Kaiming-uniform, as in Hu
     et al.'s reference code, and :math:`B` at zero, so the layer first
     computes what the wrapped one did (Hu et al., 2022, section 4.1).
-
-    Args:
-        linear: the layer to adapt.
-        rank: :math:`r`, the rank of the update.
-        alpha: :math:`\alpha`; the update is scaled by ``alpha / rank``.
 
     Shape:
         x: ``(..., in_features)``; returns ``(..., out_features)``.
@@ -153,10 +149,7 @@ def apply_lora(model: nn.Module, rank: int, alpha: float,
     gradients: embeddings, norms, biases and the head stay as trained.
 
     Args:
-        model: the trained model.
-        rank: the rank :math:`r` of every update.
-        alpha: the scale :math:`\\alpha` (the update is ``alpha / rank``
-            times :math:`B A`).
+        rank, alpha: as :class:`LoRALinear`'s, for every update.
         targets: ``None`` wraps every ``nn.Linear`` that is a direct child
             of a :class:`~transformer_book.attention.MultiHeadAttention`
             or :class:`~transformer_book.feedforward.FeedForward`
@@ -186,9 +179,6 @@ def merge(model: nn.Module) -> nn.Module:
     """Replace every :class:`LoRALinear` of ``model`` by the plain
     ``nn.Linear`` it computes (:meth:`LoRALinear.merged`), in place: the
     adapted model then costs what the original did at inference.
-
-    Args:
-        model: a model changed by :func:`apply_lora`.
 
     Returns:
         ``model``; a new ``nn.Linear`` when ``model`` is itself a

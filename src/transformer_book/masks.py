@@ -66,7 +66,6 @@ def padding_mask(lengths: Tensor | Sequence[int],
     """Boolean mask, ``False`` on the padding after each length.
 
     Args:
-        lengths: the true length of each sequence.
         max_len: the padded length; ``max(lengths)`` when ``None``.
 
     Shape:

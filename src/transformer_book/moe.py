@@ -47,11 +47,8 @@ class MoEFeedForward(nn.Module):
     the experts each token went to.
 
     Args:
-        d_model: width of the tokens in and out.
         d_ff: hidden width of each expert (a ``FeedForward``).
         num_experts: number of experts :math:`E`.
-        top_k: experts per token, from 1 to ``num_experts``.
-        activation: the experts' activation, as ``FeedForward``'s.
         bias: whether the experts' linear maps have biases (the router
             always has one).
 
@@ -117,9 +114,6 @@ def replace_feed_forward(model: _M, num_experts: int, top_k: int, *,
     model's ``reset_parameters`` to start them as its own init does.
 
     Args:
-        model: a model built from ``Residual`` blocks (a GPT, an encoder).
-        num_experts: experts per layer.
-        top_k: experts per token.
         d_ff: each expert's hidden width; ``None`` keeps the replaced
             network's.
 

@@ -35,7 +35,6 @@ class NGramLM:
 
     Args:
         n: the order (1 the unigram, 2 the bigram, ...).
-        vocab_size: number of token ids ``V``.
         smoothing: ``"witten_bell"`` or ``"add_k"``.
         k: the pseudo-count of ``"add_k"``, positive.
     """

@@ -35,11 +35,6 @@ class LayerNorm(nn.Module):
     through PyTorch's kernel; ``fused = False`` on an instance computes the
     formula step by step.
 
-    Args:
-        d_model: number of features normalised.
-        eps: added to the variance.
-        bias: whether to learn :math:`\beta`.
-
     Shape:
         x: ``(..., d_model)``; returns the same shape.
     """
@@ -97,7 +92,6 @@ class RMSNorm(nn.Module):
     LayerNorm without the mean and :math:`\beta`: ``nn.RMSNorm``.
 
     Args:
-        d_model: number of features normalised.
         eps: added to the mean square; ``None`` takes the input dtype's
             machine epsilon, as PyTorch does.
 

@@ -37,9 +37,6 @@ class Int8Linear(nn.Module):
     Build one from a trained layer with :meth:`from_linear`.
 
     Args:
-        in_features, out_features: as ``nn.Linear``.
-        bias: whether the layer adds a float bias.
-        device: where the buffers live.
         dtype: the float dtype of the scales, the bias and the computation.
 
     Shape:
@@ -106,9 +103,6 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     float, so the shared weight is neither quantized nor broken; so do
     embeddings, norms and :class:`~transformer_book.heads.LMHead`, which
     are not ``nn.Linear``.
-
-    Args:
-        model: the module to quantize.
 
     Returns:
         ``model``; a new :class:`Int8Linear` when ``model`` is itself an

@@ -85,13 +85,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, *,
     With label smoothing :math:`\\varepsilon` the target puts
     :math:`1 - \\varepsilon` on the true class and spreads
     :math:`\\varepsilon` over all :math:`V` (Szegedy et al., 2016).
-    Positions whose target is ``ignore_index`` do not count.
-
-    Args:
-        logits: unnormalised scores.
-        targets: class indices.
-        label_smoothing: the mass spread over all classes, in ``[0, 1)``.
-        ignore_index: the target value to skip (padding).
+    Positions whose target is ``ignore_index`` (padding) do not count.
 
     Shape:
         - logits: ``(..., V)``; targets: ``(...)``; returns a scalar.
@@ -650,16 +644,11 @@ def fit(
 ) -> History:
     """Train with ``step`` over ``batches``; return the :class:`History`.
 
-    For every batch: ``zero_grad``, ``loss = step(batch)``, ``backward``,
-    clipping, ``optimizer.step()``, ``scheduler.step()``, for ``epochs``
-    passes or ``max_steps`` steps, whichever comes first.
-
     Args:
         step: ``step(batch)`` returns the scalar loss, or ``(loss,
             metrics)`` with a dict of numbers to record.
         batches: an iterable, iterated once per epoch, or a function
             ``epoch -> iterable``.
-        optimizer: the optimizer.
         epochs: passes over ``batches`` (default 1, or unlimited with
             ``max_steps``).
         max_steps: stop after this many steps in all (resumes included).
@@ -672,12 +661,11 @@ def fit(
         model: needed for checkpoints and train/eval modes.
         checkpoint: the file saved every ``checkpoint_every`` steps and at
             the end.
-        checkpoint_every: save every this many steps.
         resume: the state from ``load_checkpoint``; the run continues at
             the next batch with the same shuffles and random draws.
         generators: generators to save besides a ``DataLoader``'s.
-        progress: a tqdm bar; ``None``: only when stderr is a terminal.
-        description: the bar's label.
+        progress: a tqdm bar (labelled ``description``); ``None``: only
+            when stderr is a terminal.
         autocast: bfloat16 autocast; ``None``: on CUDA only.
         tokens_per_batch: tokens of a batch (or ``batch -> int``), to
             record ``"tokens_per_s"``.

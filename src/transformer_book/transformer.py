@@ -36,10 +36,8 @@ class Residual(nn.Module):
     Post-norm as in Vaswani et al. (2017), pre-norm as Xiong et al. (2020).
 
     Args:
-        norm: the norm :math:`\mathrm{N}`.
         sublayer: :math:`F`; extra arguments of :meth:`forward` go to it.
         pre_norm: normalise the sublayer's input (``True``) or the sum.
-        dropout: dropout on the sublayer's output.
     """
 
     def __init__(self, norm: nn.Module, sublayer: nn.Module, pre_norm: bool,
@@ -126,14 +124,9 @@ class EncoderLayer(_Layer):
     ``EncoderLayer(..., norm_first=True)`` called with ``is_causal=True``.
 
     Args:
-        d_model: model width, divisible by ``num_heads``.
-        num_heads: number of attention heads.
-        d_ff: hidden width of the feed-forward network.
-        dropout: dropout probability (training mode only).
         activation: ``"relu"``, ``"gelu"``, ``"relu2"`` or ``"swiglu"``.
         norm_first: pre-LN when ``True``, post-LN when ``False``.
         bias: whether the linear maps and the norms have biases.
-        eps: the norms' epsilon.
         rotary: ``None`` or a rotary embedding for the self-attention.
         num_kv_heads: key/value heads of the self-attention (grouped-query
             attention); ``None`` means ``num_heads``.
@@ -382,11 +375,8 @@ class Transformer(nn.Module):
     :class:`Decoder`, each with a final LayerNorm. ``memory_mask=None``
     reads every source position, padding included, as in PyTorch.
 
-    Args:
-        d_model: model width, divisible by ``num_heads``.
-        num_heads: number of attention heads.
-        num_encoder_layers, num_decoder_layers: the layers of each stack.
-        d_ff: hidden width; the keyword arguments as :class:`EncoderLayer`'s.
+    Arguments as :class:`EncoderLayer`'s, with ``num_encoder_layers`` and
+    ``num_decoder_layers`` layers.
 
     Shape:
         src: ``(B, S, d_model)``; tgt: ``(B, T, d_model)``; src_mask

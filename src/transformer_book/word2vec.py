@@ -54,12 +54,9 @@ def cbow_windows(ids: Sequence[int] | Tensor,
                  window: int) -> tuple[Tensor, Tensor]:
     """Every full context window and the word at its centre.
 
-    Args:
-        ids: token ids, shape ``(N,)``, ``N >= 2 window + 1``.
-        window: context tokens on each side.
-
     Shape:
-        centres ``(N - 2 window,)``, contexts ``(N - 2 window, 2 window)``.
+        ids ``(N,)``, ``N >= 2 window + 1``; centres ``(N - 2 window,)``,
+        contexts ``(N - 2 window, 2 window)``.
     """
     t, window = _as_ids(ids), check_int("window", window)
     if t.numel() < 2 * window + 1:
@@ -189,7 +186,6 @@ def train_word2vec(model: SkipGram | CBOW, ids: Sequence[int] | Tensor, *,
 
     Args:
         model, ids: the model, trained in place, and ids ``(N,)``.
-        window: context words on each side.
         num_negatives: noise words per example, drawn from
             :func:`noise_distribution` (a true word may be drawn too).
         batch_size, epochs, lr: examples per step, passes, Adam's rate.
@@ -272,7 +268,6 @@ def analogy(embeddings: Tensor, a: int, b: int, c: int, k: int = 1, *,
 
     Args:
         embeddings: the vectors, shape ``(V, D)``.
-        a, b, c: row indices: ``a`` is to ``b`` as ``c`` is to ?
         k: how many candidates, best first.
         exclude: more row indices to leave out (``a``, ``b``, ``c`` are).
     """

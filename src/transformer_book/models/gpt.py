@@ -204,13 +204,10 @@ class GPT(nn.Module):
         (so there cached and uncached rotary generations may differ).
 
         Args:
-            idx: the prompt, one row per sequence.
-            max_new_tokens: the number of tokens to add, ``>= 0``.
             temperature, top_k, top_p: as
                 :func:`~transformer_book.decoding.sample`.
             use_cache: reuse keys and values between steps
                 (:class:`~transformer_book.attention.KVCache`).
-            generator: the random generator of the draws.
 
         Shape:
             - idx: ``(B, T)``, ``T >= 1``; returns a new int64 tensor

@@ -169,7 +169,6 @@ class Seq2SeqTransformer(nn.Module):
             src: source ids, padded with ``pad_id``.
             max_new_tokens: the most tokens per row (``eos_id`` included),
                 at most ``max_seq_len``.
-            bos_id: the start token fed to the decoder first.
             eos_id: the token that ends a translation (kept), or ``None``.
             beam_width: hypotheses kept per step; 1 is greedy decoding.
             length_penalty: the :math:`\\alpha` of
@@ -208,11 +207,7 @@ class Seq2SeqTransformer(nn.Module):
 
         The arguments after ``src`` are those of :meth:`generate`. With
         ``use_cache``, each layer's cache follows the beams through the
-        parent indices (``index_select``).
-
-        Args:
-            src: the ids of one source (no padding needed).
-            max_new_tokens: as :meth:`generate`.
+        parent indices (``index_select``). ``src`` needs no padding.
 
         Shape:
             - src: ``(S,)``; returns up to ``beam_width`` pairs

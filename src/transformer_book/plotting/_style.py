@@ -99,8 +99,6 @@ def subplots(nrows: int = 1, ncols: int = 1, *,
     """Make a figure of several panels in the house style.
 
     Args:
-        nrows: rows of panels.
-        ncols: columns of panels.
         figsize: size in inches; by default 6.8 wide and 2.6 per row.
         **kwargs: passed to ``matplotlib.pyplot.subplots``.
 

@@ -129,23 +129,14 @@ def plot_curves(x: ArrayLike | None,
     Args:
         x: the x values of every curve; ``None`` when curves are pairs.
         curves: maps a legend label to y values or to an ``(x, y)`` pair.
-        xlabel: label of the x axis.
-        ylabel: label of the y axis.
-        title: axes title.
-        logx: logarithmic x axis, base 2, with plain numbers.
-        logy: logarithmic y axis, base 10.
+        logx, logy: logarithmic axes, x base 2 (plain numbers), y base 10.
         reference_slopes: slopes ``p`` of grey lines ``y = c x^p``.
-        hlines: maps a label to a y value marked by a horizontal line.
-        vlines: maps a label to an x value marked by a vertical line.
-        markers: mark the points.
+        hlines, vlines: map a label to a y (x) value marked by a line.
         steps: draw steps centred on the x values.
         smooth: width of a moving average (1 for none).
-        xticks: explicit x tick positions.
         ylim: limits of the y axis (``None`` keeps a side automatic).
         legend: ``"best"``, ``"outside"``, ``"below"``, ``"above"``,
             ``None``.
-        legend_title: title of the legend.
-        ax: axes to draw on; a new figure when ``None``.
 
     Shape:
         x: ``(N,)``; each curve ``(N,)``, or a pair of ``(N_i,)`` arrays.
@@ -208,8 +199,6 @@ def plot_attention_offsets(
         circular: offsets modulo ``T``, as ``-T // 2 .. T - T // 2 - 1``.
         titles: one legend label per head; ``"head h"`` when ``None``.
         legend: where the legend goes (see :func:`plot_curves`).
-        ax: axes to draw on; a new figure when ``None``.
-        title: axes title.
 
     Shape:
         weights: ``(H, T, T)`` or ``(B, H, T, T)``.
@@ -248,8 +237,6 @@ def plot_word_vectors(
         labels: the words, written next to their points.
         groups: each word's group: one colour and legend entry per group.
         legend: where the legend goes (see :func:`plot_curves`).
-        ax: axes to draw on; a new figure when ``None``.
-        title: axes title.
 
     Shape:
         vectors: ``(N, D)`` with ``N >= 2``.

@@ -196,8 +196,6 @@ def draw_unrolled_rnn(num_steps: int = 4, *, ax: Axes | None = None,
 
     Args:
         num_steps: time steps to unroll, 1 to 8.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     num_steps = _check_count("num_steps", num_steps, 8)
     ax = get_axes(ax, figsize=(1.6 + 1.45 * num_steps + 1.6, 3.0))
@@ -263,12 +261,7 @@ def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
 @styled
 def draw_lstm_cell(*, ax: Axes | None = None,
                    title: str | None = None) -> Axes:
-    """Draw an LSTM cell: gates, the cell-state line and pointwise ops.
-
-    Args:
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
-    """
+    """Draw an LSTM cell: gates, the cell-state line and pointwise ops."""
     top, bus, gate_y, mid = _TOP, 1.2, 2.4, 3.6
     fx, ix, gx, ox, hx = 2.3, 4.0, 5.4, 7.0, 8.4
     ax = _cell(ax, [(fx, r"$\times$"), (gx, "+")], ("c_{t-1}", "c_t"))
@@ -303,10 +296,6 @@ def draw_gru_cell(*, ax: Axes | None = None, title: str | None = None) -> Axes:
     r"""Draw a GRU cell in PyTorch's form: reset and update gates.
 
     :math:`h_t = (1 - z) \odot n + z \odot h_{t-1}`.
-
-    Args:
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     top, bus, gate_y = _TOP, 1.0, 2.3
     zx, rx, wx, nx, mx, px = 2.0, 3.4, 4.8, 6.2, 7.4, 8.6
@@ -343,9 +332,7 @@ def plot_tokenization(rows: Mapping[str, Sequence[str]], *,
 
     Args:
         rows: maps a tokenizer's name to the tokens (strings) it made.
-        ax: axes to draw on; a new figure when ``None``.
         max_chars: characters drawn per row at most.
-        title: optional axes title.
     """
     if not rows:
         raise ValueError("rows is empty")
@@ -409,7 +396,6 @@ def draw_qkv_flow(*, masked: bool = True, ax: Axes | None = None,
     Args:
         masked: draw the (dashed, optional) mask step.
         ax: axes to draw on; a new 7-inch-wide figure when ``None``.
-        title: optional axes title.
     """
     masked = check_bool("masked", masked)
     xlim, ylim = (-0.75, 12.45), (-0.95, 3.05)
@@ -459,10 +445,6 @@ def draw_query_row(*, ax: Axes | None = None,
     :math:`y_n = \sum_m a_{nm} v_m`, with line widths and bar heights
     showing illustrative weights :math:`a_{nm}` of the query "sat" over
     the keys of "the cat sat on the mat".
-
-    Args:
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     xs = np.arange(len(_QUERY_ROW_WEIGHTS)) * 1.25
     centre = float(xs.mean())
@@ -509,8 +491,6 @@ def draw_heads_split_merge(num_heads: int = 4, *, d_model: int | None = None,
     Args:
         num_heads: the number of heads :math:`H`, 1 to 8.
         d_model: the model width, to print the sizes; symbols when ``None``.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     num_heads = _check_count("num_heads", num_heads, 8)
     width, head = r"$d_\mathrm{model}$", "$d_k$"
@@ -571,8 +551,6 @@ def draw_cross_attention(q_len: int = 3, kv_len: int = 5, *,
     Args:
         q_len: decoder tokens :math:`L_q` (rows), 1 to 8.
         kv_len: encoder tokens :math:`L_k` (columns), 1 to 10.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     q_len = _check_count("q_len", q_len, 8)
     kv_len = _check_count("kv_len", kv_len, _MAX_TOKENS)
@@ -626,8 +604,6 @@ def draw_seq2seq_attention(src_len: int = 4, *, ax: Axes | None = None,
 
     Args:
         src_len: source tokens :math:`S`, 1 to 10.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
     """
     src_len = _check_count("src_len", src_len, _MAX_TOKENS)
     # Illustrative: the decoder reads mostly the second source token.
@@ -721,8 +697,6 @@ def draw_transformer_block(*, norm_first: bool = False, decoder: bool = False,
         norm_first: draw the pre-LN variant.
         decoder: draw a decoder layer (masked self-attention,
             cross-attention, feed-forward).
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
 
     Returns:
         The axes; patches tagged ``"sublayer"``, ``"norm"`` and ``"add"``
@@ -799,8 +773,6 @@ def draw_attention_kinds(*, src_len: int = 5, tgt_len: int = 4,
     Args:
         src_len: encoder (source) tokens :math:`S`, 1 to 8.
         tgt_len: decoder (target) tokens :math:`T`, 1 to 8.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
 
     Returns:
         The axes; grid cells tagged ``"allowed"`` or ``"blocked"``.
@@ -855,8 +827,6 @@ def draw_patches(image: torch.Tensor | np.ndarray, patch_size: int, *,
             channel in grey, dark for large values).
         patch_size: side :math:`P` of a square patch; it must divide both
             sides of the image (at most 64 patches).
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
 
     Shape:
         image: ``(C, H, W)`` or ``(H, W)``.
@@ -933,8 +903,6 @@ def draw_data_parallel(num_devices: int = 2, *,
         num_devices: the number of devices :math:`D`, 1 to 4.
         batch_size: the global batch :math:`B` to print (a multiple of
             ``num_devices``); the symbol :math:`B` when ``None``.
-        ax: axes to draw on; a new figure when ``None``.
-        title: optional axes title.
 
     Returns:
         The axes; patches tagged ``"shard-<d>"`` and ``"replica-<d>"``.

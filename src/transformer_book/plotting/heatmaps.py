@@ -104,21 +104,10 @@ def plot_heatmap(
     """Draw a matrix as a heatmap: row ``i`` at the top, column ``j``.
 
     Args:
-        values: the matrix (any dtype).
-        x_labels: one label per column.
-        y_labels: one label per row.
-        xlabel: name of the x axis.
-        ylabel: name of the y axis.
-        title: axes title.
-        cmap: colour map.
-        vmin: bottom of the colour scale; the smallest value when ``None``.
-        vmax: top of the colour scale; the largest value when ``None``.
+        vmin, vmax: the colour scale's ends; the data's when ``None``.
         center: the middle of a symmetric colour scale (diverging maps).
-        colorbar: add a colour bar.
-        colorbar_label: label of the colour bar.
         annotate: write each value in its cell: ``True`` or a format.
         cell_text: a text for each cell, written instead of the values.
-        cell_lines: thin white lines between cells.
         ticks_top: column ticks and label above the matrix.
         aspect: ``"auto"`` (fill the axes) or ``"equal"`` (square cells).
         ax: axes to draw on; a new figure sized to the matrix when
@@ -184,18 +173,10 @@ def plot_heatmaps(
 
     Args:
         values: a 3-D tensor or array, or a sequence of 2-D matrices.
-        titles: one title per panel.
         x_labels: one label per column (shared by the panels).
         y_labels: one label per row (shared by the panels).
-        xlabel: name of the x axes.
-        ylabel: name of the y axes.
-        cmap: colour map.
-        vmin: bottom of the shared scale; the smallest value when ``None``.
-        vmax: top of the shared scale; the largest value when ``None``.
+        vmin, vmax: the shared scale's ends; the data's when ``None``.
         colorbar: add one colour bar for all panels.
-        colorbar_label: its label.
-        cell_lines: thin white lines between cells.
-        aspect: ``"auto"`` or ``"equal"``.
         ncols: panels per row; up to three in a row, 2 x 2 for four.
         axes: one axes per matrix; a new figure when ``None``.
 
@@ -241,10 +222,6 @@ def plot_attention(weights: torch.Tensor | np.ndarray, *,
 
     Args:
         weights: the attention weights (rows are queries).
-        x_labels: names of the keys.
-        y_labels: names of the queries.
-        xlabel: name of the x axis.
-        ylabel: name of the y axis.
         vmax: top of the colour scale; the largest weight when ``None``.
         **options: other options of :func:`plot_heatmap`.
 
@@ -266,8 +243,6 @@ def plot_attention_heads(weights: torch.Tensor | np.ndarray, *,
     Args:
         weights: one attention matrix per head.
         titles: one title per head; ``"head h"`` when ``None``.
-        x_labels: names of the keys.
-        y_labels: names of the queries.
         **options: other options of :func:`plot_heatmaps`.
 
     Shape:
@@ -309,11 +284,7 @@ def plot_mask(mask: torch.Tensor | np.ndarray, *, x_labels: Labels = None,
     Args:
         mask: boolean (``True`` = may attend), integer (non-zero = may
             attend) or a float bias (``-inf`` or the minimum = blocked).
-        x_labels: names of the keys.
-        y_labels: names of the queries.
         legend: add a legend for the two colours, right of the axes.
-        ax: axes to draw on; a new figure when ``None``.
-        title: axes title.
 
     Shape:
         mask: ``(q_len, kv_len)``.
@@ -354,8 +325,6 @@ def plot_head_split(seq_len: int, d_model: int, num_heads: int, *,
         seq_len: number of positions (rows).
         d_model: number of features (columns), divisible by ``num_heads``.
         num_heads: number of heads.
-        ax: axes to draw on; a new figure when ``None``.
-        title: axes title.
     """
     seq_len = check_int("seq_len", seq_len)
     head_dim = _style.check_divisible("d_model", d_model, "num_heads",

@@ -202,10 +202,7 @@ class RNNCellBase(_Recurrent):
     """A cell's parameters: ``weight_ih`` ``(G H, I)``, ``weight_hh``
     ``(G H, H)``, ``bias_ih`` and ``bias_hh``, ``G`` gate blocks.
 
-    Args:
-        input_size, hidden_size: features ``I`` and ``H``.
-        bias: whether to learn the biases.
-        device, dtype: of the parameters.
+    ``input_size`` and ``hidden_size`` are ``I`` and ``H``.
 
     Shape:
         input ``(B, I)`` or ``(I,)``; each state ``(B, H)`` or ``(H,)``,

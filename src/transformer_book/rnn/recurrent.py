@@ -37,10 +37,8 @@ class RNNBase(_Recurrent, abc.ABC):
     Args:
         input_size, hidden_size: features ``I`` and ``H``.
         num_layers: stacked layers ``L``.
-        bias: whether to learn the biases.
         dropout: dropout on the outputs of every layer but the last.
         bidirectional: also run each layer backwards in time (``D = 2``).
-        device, dtype: of the parameters.
 
     Shape:
         input ``(B, T, I)`` or ``(T, I)``; each state ``(L D, B, H)`` or

@@ -42,8 +42,6 @@ class RNNSeq2SeqConfig:
         bidirectional: read the source both ways, as Bahdanau et al. do.
         dropout: on the embeddings and the output layer's input.
         pad_id: padding, in both vocabularies.
-        bos_id: the first token fed to the decoder.
-        eos_id: the token that ends a translation.
     """
 
     src_vocab_size: int
@@ -84,10 +82,7 @@ class BahdanauAttention(nn.Module):
         e_j = v^\top \tanh(W_q s + W_k h_j + b), \quad
         \alpha = \mathrm{softmax}(e), \quad c = \textstyle\sum_j \alpha_j h_j
 
-    Args:
-        query_size: features of the query :math:`s`.
-        key_size: features of each key :math:`h_j`.
-        attention_size: the length of :math:`v`.
+    ``attention_size`` is the length of :math:`v`.
 
     Shape:
         - query ``(B, query_size)``, keys ``(B, S, key_size)``, mask ``(B, S)``
