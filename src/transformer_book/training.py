@@ -185,7 +185,7 @@ class Optimizers(Optimizer):
     """Several optimizers that step as one, e.g. Muon for the hidden
     matrices and AdamW for the rest (Jordan et al., 2024).
 
-    :attr:`param_groups` lists every optimizer's groups (the same dicts),
+    ``param_groups`` lists every optimizer's groups (the same dicts),
     so one learning-rate scheduler scales them all, each group from its
     own initial rate; ``state_dict`` holds each optimizer's.
 

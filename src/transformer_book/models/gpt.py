@@ -56,8 +56,8 @@ class GPTConfig:
             1 is multi-query attention (Shazeer, 2019), fewer than
             ``num_heads`` grouped-query (Ainslie et al., 2023); ``None``
             means ``num_heads``.
-        activation: the feed-forward's, ``"gelu"`` (GPT-2) or another of
-            :data:`~transformer_book.feedforward.ACTIVATIONS`.
+        activation: the feed-forward's, ``"gelu"`` (GPT-2), ``"relu"``,
+            ``"relu2"`` or ``"swiglu"``.
         qk_norm: RMS-normalise queries and keys per head (QK-norm).
     """
 
