@@ -54,9 +54,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import json
 import statistics
 import sys
@@ -71,7 +69,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_book import data, recipes
-from transformer_book._io import atomic_write_bytes
+from transformer_book._io import write_csv
 from transformer_book.models import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer
 from transformer_book.training import count_parameters, fit
@@ -417,11 +415,7 @@ def ablation(ids: Tensor, vocab_size: int, seeds: range, *, threads: int,
             result.update(variant=variant, threads=threads)
             print(json.dumps(result), file=sys.stderr, flush=True)
             rows.append({k: result[k] for k in _ABLATION_FIELDS})
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=_ABLATION_FIELDS)
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_bytes(out, text.getvalue().encode())
+    write_csv(out, rows, _ABLATION_FIELDS)
     return rows
 
 

@@ -19,7 +19,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 
 from transformer_book import recipes
+from transformer_book._io import write_csv
 from transformer_book.models import GPT
 from transformer_book.training import count_parameters, fit
 
@@ -72,10 +72,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for num_kv_heads in args.kv_heads:
             rows.append(run(recipe, num_kv_heads, seed))
             print(rows[-1], flush=True)
-    with open(args.out, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows, FIELDS)
     return rows
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from transformer_book import _book, data, lora, training
+from transformer_book._io import write_csv
 from transformer_book.models.gpt import GPT, GPTConfig
 from transformer_book.tokenization import CharTokenizer
 
@@ -141,11 +141,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             rows.append(row(model, ids, sizes, "full" if rank is None
                             else "lora", rank or 0, seed, start))
             print(rows[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows, FIELDS)
     return rows
 
 

@@ -29,13 +29,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
 import torch
 
 from transformer_book import data, moe, recipes
+from transformer_book._io import write_csv
 from transformer_book.models import GPT
 from transformer_book.training import count_parameters, fit
 
@@ -128,11 +128,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for name in args.models:
             rows += run(recipe, name, seed, args.eval_every)
             print(rows[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows, FIELDS)
     return rows
 
 

@@ -7,6 +7,7 @@ travels in it, so any damage is found before it is read.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import io
 import os
@@ -15,7 +16,7 @@ import re
 import secrets
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -116,6 +117,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     with atomic_open(path) as f:
         f.write(data)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]],
+              fieldnames: Sequence[str]) -> None:
+    """Write ``rows`` to ``path`` as CSV with a header, atomically."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=fieldnames)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(path, text.getvalue().encode())
 
 
 # --------------------------------------------------------------------------
