@@ -169,9 +169,11 @@ def check_labels(labels: Sequence[object] | None, size: int,
     return [str(label) for label in labels]
 
 
-def finish_chart(ax: Axes, xlabel: str, ylabel: str,
-                 title: str | None) -> Axes:
-    """Name the axes, add the title, return the axes."""
+def finish_chart(ax: Axes, xlabel: str, ylabel: str, title: str | None,
+                 legend: str | None = None,
+                 legend_title: str | None = None) -> Axes:
+    """Place the legend, name the axes, add the title; return the axes."""
+    place_legend(ax, legend, title=legend_title)
     ax.set(xlabel=xlabel, ylabel=ylabel)
     if title:
         ax.set_title(title)

@@ -76,10 +76,9 @@ def _draw_curves(ax: Axes, data: list[Curve], markers: bool,
                  steps: bool) -> None:
     """One colour, dash and marker per curve; later markers are smaller."""
     for i, (label, cx, y) in enumerate(data):
-        style: dict[str, Any] = {"color": PALETTE[i % len(PALETTE)],
-                                 "ls": DASHES[i % len(DASHES)], "label": label}
-        if steps:
-            style["drawstyle"] = "steps-mid"
+        style: dict[str, Any] = {
+            "color": PALETTE[i % len(PALETTE)], "ls": DASHES[i % len(DASHES)],
+            "label": label, "drawstyle": "steps-mid" if steps else "default"}
         if markers:
             # Every point up to 25, else about a dozen, staggered.
             every = 1 if cx.size <= 25 else math.ceil(cx.size / 12)
@@ -164,16 +163,15 @@ def plot_curves(x: ArrayLike | None,
         ax.set_xticks(as_array(xticks, "xticks", 1))
     if ylim is not None:
         ax.set_ylim(*ylim)
-    _style.place_legend(ax, legend, title=legend_title)
-    return _style.finish_chart(ax, xlabel, ylabel, title)
+    return _style.finish_chart(ax, xlabel, ylabel, title, legend,
+                               legend_title)
 
 
 def _offset_profile(weights: np.ndarray,
                     circular: bool) -> tuple[np.ndarray, np.ndarray]:
     """Mean weight per key offset ``j - i``, one row per head."""
-    heads, size, _ = weights.shape
-    rows, cols = np.indices((size, size))
-    offset = cols - rows
+    size = weights.shape[-1]
+    offset = np.arange(size) - np.arange(size)[:, None]  # j - i
     if circular:
         # Wrap into -T//2 .. T - T//2 - 1, so "one back" stays at -1.
         half = size // 2
@@ -181,8 +179,7 @@ def _offset_profile(weights: np.ndarray,
         offsets = np.arange(-half, size - half)
     else:
         offsets = np.arange(-(size - 1), size)
-    profile = [[weights[h][offset == d].mean() for d in offsets]
-               for h in range(heads)]
+    profile = [[w[offset == d].mean() for d in offsets] for w in weights]
     return offsets, np.array(profile)
 
 
@@ -218,10 +215,9 @@ def plot_attention_offsets(
         ax.bar(offsets + (h - (heads - 1) / 2) * width, profile[h],
                width=width, color=PALETTE[h % len(PALETTE)], label=names[h])
     ax.set(xticks=offsets, ylim=(0.0, 1.0))
-    _style.place_legend(ax, legend)
     what = "(j - i) mod T" if circular else "j - i"
     return _style.finish_chart(ax, f"key offset {what}",
-                               "mean attention weight", title)
+                               "mean attention weight", title, legend)
 
 
 @styled
@@ -258,7 +254,5 @@ def plot_word_vectors(
     for (x, y), word in zip(xy, words, strict=True):
         ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points",
                     fontsize=8)
-    if kinds:
-        _style.place_legend(ax, legend)
     return _style.finish_chart(ax, "principal axis 1", "principal axis 2",
-                               title)
+                               title, legend if kinds else None)

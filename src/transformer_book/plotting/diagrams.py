@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from .._checks import check_bool, check_choice, check_int
-from ._style import PALETTE, as_array, check_divisible, get_axes, styled
+from ._style import (PALETTE, as_array, check_divisible, check_nonempty,
+                     get_axes, styled)
 
 __all__ = [
     "draw_attention_kinds", "draw_cross_attention", "draw_data_parallel",
@@ -75,9 +76,8 @@ def _patch(ax: Axes, x0: float, y0: float, w: float, h: float, *,
            rounding: float | None = None, pad: float = 0.0,
            zorder: float = 3, gid: str | None = None, **kwargs: Any) -> None:
     """A box with its lower left corner at ``(x0, y0)``, tagged ``gid``."""
-    style = "square,pad=0"
-    if rounding is not None:
-        style = f"round,pad={pad},rounding_size={rounding}"
+    style = ("square,pad=0" if rounding is None
+             else f"round,pad={pad},rounding_size={rounding}")
     ax.add_patch(FancyBboxPatch((x0, y0), w, h, boxstyle=style, gid=gid,
                                 facecolor=color, edgecolor=edge, linewidth=lw,
                                 zorder=zorder, **kwargs))
@@ -157,9 +157,8 @@ def _new_axes(ax: Axes | None, xlim: Limits, ylim: Limits,
     """``ax``, or new axes of ``scale`` inches per unit (at most 7 wide)."""
     width = min(7.0, scale * (xlim[1] - xlim[0]))
     aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
-    new = ax is None
-    ax = get_axes(ax, figsize=(width, width * aspect))
-    return ax, (len(ax.texts), scale, new)
+    axes = get_axes(ax, figsize=(width, width * aspect))
+    return axes, (len(axes.texts), scale, ax is None)
 
 
 def _finish(ax: Axes, layout: Layout, xlim: Limits, ylim: Limits,
@@ -334,8 +333,7 @@ def plot_tokenization(rows: Mapping[str, Sequence[str]], *,
         rows: maps a tokenizer's name to the tokens (strings) it made.
         max_chars: characters drawn per row at most.
     """
-    if not rows:
-        raise ValueError("rows is empty")
+    check_nonempty("rows", rows)
     ax = get_axes(ax, figsize=(9.0, 0.7 * len(rows) + 0.6))
     visible = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
     for r, (name, tokens) in enumerate(rows.items()):

@@ -16,7 +16,8 @@ from matplotlib.ticker import MaxNLocator
 
 from .._checks import check_int
 from . import _style
-from ._style import PALETTE, as_array, check_labels, get_axes, styled
+from ._style import (PALETTE, as_array, check_divisible, check_labels,
+                     get_axes, styled)
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_head_split",
            "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks"]
@@ -327,8 +328,7 @@ def plot_head_split(seq_len: int, d_model: int, num_heads: int, *,
         num_heads: number of heads.
     """
     seq_len = check_int("seq_len", seq_len)
-    head_dim = _style.check_divisible("d_model", d_model, "num_heads",
-                                      num_heads)
+    head_dim = check_divisible("d_model", d_model, "num_heads", num_heads)
     ax = get_axes(ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6))
     for h in range(num_heads):
         left = h * head_dim - 0.5
