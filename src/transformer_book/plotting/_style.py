@@ -24,16 +24,14 @@ from .._checks import check_divisible as _divisible
 #: Colours in the order plots use them (colour-blind safe, Okabe-Ito).
 PALETTE: tuple[str, ...] = (
     "#0072B2", "#E69F00", "#009E73", "#D55E00",
-    "#CC79A7", "#56B4E9", "#F0E442", "#000000",
-)
+    "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
 #: Markers, cycled with :data:`DASHES` so coinciding curves stay apart.
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 #: Line styles, cycled with :data:`MARKERS`.
 DASHES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
-    "-", "--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)),
-)
+    "-", "--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)))
 
 #: Where :func:`place_legend` can put a legend.
 LEGEND_PLACES: tuple[str, ...] = ("best", "outside", "below", "above", "none")
@@ -75,12 +73,8 @@ def styled(fn: F) -> F:
 
 def get_axes(ax: Axes | None,
              figsize: tuple[float, float] | None = None) -> Axes:
-    """Return ``ax`` (its figure raised to 150 dpi), or new axes.
-
-    Args:
-        ax: axes to draw on, or ``None`` for a new figure.
-        figsize: size of the new figure in inches (ignored with ``ax``).
-    """
+    """Return ``ax`` (its figure raised to 150 dpi), or new axes of
+    ``figsize`` inches."""
     if ax is None:
         return plt.subplots(figsize=figsize)[1]
     if not isinstance(ax, Axes):
@@ -96,14 +90,11 @@ def get_axes(ax: Axes | None,
 def subplots(nrows: int = 1, ncols: int = 1, *,
              figsize: tuple[float, float] | None = None,
              **kwargs: Any) -> tuple[Figure, np.ndarray]:
-    """Make a figure of several panels in the house style.
+    """Make a figure and a 1-D array of its panels (row by row).
 
     Args:
         figsize: size in inches; by default 6.8 wide and 2.6 per row.
         **kwargs: passed to ``matplotlib.pyplot.subplots``.
-
-    Returns:
-        The figure and a 1-D array of its axes, row by row.
     """
     nrows = check_int("nrows", nrows)
     ncols = check_int("ncols", ncols)

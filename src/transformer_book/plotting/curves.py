@@ -134,7 +134,7 @@ def plot_curves(x: ArrayLike | None,
         steps: draw steps centred on the x values.
         smooth: width of a moving average (1 for none).
         ylim: limits of the y axis (``None`` keeps a side automatic).
-        legend: ``"best"``, ``"outside"``, ``"below"``, ``"above"``,
+        legend: ``"best"``, ``"outside"``, ``"below"``, ``"above"`` or
             ``None``.
 
     Shape:
@@ -163,8 +163,7 @@ def plot_curves(x: ArrayLike | None,
         ax.set_xticks(as_array(xticks, "xticks", 1))
     if ylim is not None:
         ax.set_ylim(*ylim)
-    return _style.finish_chart(ax, xlabel, ylabel, title, legend,
-                               legend_title)
+    return _style.finish_chart(ax, xlabel, ylabel, title, legend, legend_title)
 
 
 def _offset_profile(weights: np.ndarray,
@@ -229,7 +228,6 @@ def plot_word_vectors(
     """Scatter unit-length word vectors on their first two principal axes.
 
     Args:
-        vectors: one vector per word.
         labels: the words, written next to their points.
         groups: each word's group: one colour and legend entry per group.
         legend: where the legend goes (see :func:`plot_curves`).

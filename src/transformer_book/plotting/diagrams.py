@@ -22,8 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from .._checks import check_bool, check_choice, check_int
-from ._style import (PALETTE, as_array, check_divisible, check_nonempty,
-                     get_axes, styled)
+from ._style import PALETTE, as_array, check_divisible, get_axes, styled
 
 __all__ = [
     "draw_attention_kinds", "draw_cross_attention", "draw_data_parallel",
@@ -87,10 +86,9 @@ def _rect(ax: Axes, x: float, y: float, text: str = "", *, w: float = 0.8,
           h: float = 0.56, color: str = _TENSOR, size: float = 10,
           rounding: float = 0.08, dashed: bool = False,
           after: float | None = None, **kwargs: Any) -> float:
-    """A rounded box centred at ``(x, y)`` with ``text`` inside.
+    """A rounded box centred at ``(x, y)``; returns its right side.
 
-    With ``after``, an arrow along ``y`` from ``x = after`` (the right side
-    of the box before) leads into it. Returns the box's right side.
+    With ``after``, an arrow leads into it from ``(after, y)``.
     """
     if after is not None:
         _path(ax, [(after, y), (x - w / 2, y)])
@@ -224,11 +222,8 @@ _TOP = 4.8  # the state line along the top of a recurrent cell
 
 def _cell(ax: Axes | None, ops: Sequence[tuple[float, str]],
           ends: tuple[str, str]) -> Axes:
-    """A recurrent cell's grey frame, on ``ax`` or a new 7 x 4.4 in figure.
-
-    The state line runs along its top, from ``ends[0]`` to ``ends[1]``,
-    through the pointwise operations ``ops``, each ``(x, symbol)``.
-    """
+    """A recurrent cell's frame, its state line along the top from
+    ``ends[0]`` to ``ends[1]`` through the operations ``(x, symbol)``."""
     ax = get_axes(ax, figsize=(7.0, 4.4))
     _patch(ax, 0.3, 0.5, 9.4, 5.0, color="#f4f4f4", edge="#999999",
            rounding=0.3, zorder=0)
@@ -244,10 +239,8 @@ def _cell(ax: Axes | None, ops: Sequence[tuple[float, str]],
 
 def _gates(ax: Axes, gates: Sequence[tuple[float, str, str]], bus: float,
            y: float, x_in: float) -> None:
-    """Gate layers ``(x, function, name)`` fed from the input bus.
-
-    The input :math:`x_t` enters the cell from below at ``x_in``.
-    """
+    """Gate layers ``(x, function, name)`` on the input bus; :math:`x_t`
+    enters it from below at ``x_in``."""
     _branch(ax, [(x_in, bus), (x_in, -0.5)], arrow=False)
     _text(ax, x_in + 0.15, -0.45, "$x_t$", ha="left", va="bottom")
     for x, fn, name in gates:
@@ -333,7 +326,8 @@ def plot_tokenization(rows: Mapping[str, Sequence[str]], *,
         rows: maps a tokenizer's name to the tokens (strings) it made.
         max_chars: characters drawn per row at most.
     """
-    check_nonempty("rows", rows)
+    if not rows:
+        raise ValueError("rows is empty")
     ax = get_axes(ax, figsize=(9.0, 0.7 * len(rows) + 0.6))
     visible = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
     for r, (name, tokens) in enumerate(rows.items()):
@@ -366,10 +360,8 @@ def _weight_line(ax: Axes, start: Point, end: Point, weight: float,
 
 def _weight_bar(ax: Axes, x: float, y: float, width: float, height: float,
                 weight: float, y_text: float, **text: Any) -> None:
-    """A softmax weight as a bar centred on ``x``, tagged ``"weight"``.
-
-    The weight's value is written at ``y_text``.
-    """
+    """A weight's bar centred on ``x`` (``"weight"``), its value at
+    ``y_text``."""
     _patch(ax, x - width / 2, y, width, height, color=PALETTE[0],
            edge="none", gid="weight")
     _note(ax, x, y_text, f"{weight:.2f}", color=_LINE, **text)
@@ -393,7 +385,6 @@ def draw_qkv_flow(*, masked: bool = True, ax: Axes | None = None,
 
     Args:
         masked: draw the (dashed, optional) mask step.
-        ax: axes to draw on; a new 7-inch-wide figure when ``None``.
     """
     masked = check_bool("masked", masked)
     xlim, ylim = (-0.75, 12.45), (-0.95, 3.05)
@@ -626,10 +617,9 @@ def draw_seq2seq_attention(src_len: int = 4, *, ax: Axes | None = None,
         _weight_bar(ax, x, y_bar, 0.5, bar_h * a, a, (y_bar + y_sm + 0.25) / 2,
                     size=7.5)
         _weight_line(ax, (x, y_bar + bar_h * a), (box_x, y_c - 0.27), a, 4.0)
-    score = r"$e_{ij} = v^\top \tanh(W_q s_{i-1} + W_k h_j + b)$"
-    _rect(ax, box_x, y_e, score, w=box_w, h=0.6, color=_FUNC, size=9)
-    _rect(ax, box_x, y_sm, "Softmax over $j$", w=box_w, h=0.5, color=_FUNC,
-          size=9)
+    wide = functools.partial(_rect, ax, box_x, w=box_w, color=_FUNC, size=9)
+    wide(y_e, r"$e_{ij} = v^\top \tanh(W_q s_{i-1} + W_k h_j + b)$", h=0.6)
+    wide(y_sm, "Softmax over $j$", h=0.5)
     for y, text in ((y_h, "encoder"), (y_e, "scores"),
                     (y_bar + 0.45, r"weights $\alpha_{ij}$")):
         _label(ax, xlim[0] + 0.05, y, text, ha="left")
@@ -794,9 +784,8 @@ def draw_attention_kinds(*, src_len: int = 5, tgt_len: int = 4,
         _kind_panel(ax, x_mid - allowed.shape[1] * _CELL / 2, allowed, sides)
         _label(ax, x_mid, y_text, name, va="top")
         _note(ax, x_mid, y_text - 0.38, rule, va="top", size=8)
-    _note(ax, xlim[1] / 2, ylim[0] + 0.05, va="bottom", size=8,
-          text="rows: queries    columns: keys    filled: may attend",
-          color=_LINE)
+    key = "rows: queries    columns: keys    filled: may attend"
+    _label(ax, xlim[1] / 2, ylim[0] + 0.05, key, va="bottom", size=8)
     return _finish(ax, layout, xlim, ylim, title)
 
 

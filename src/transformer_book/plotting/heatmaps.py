@@ -16,8 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .._checks import check_int
 from . import _style
-from ._style import (PALETTE, as_array, check_divisible, check_labels,
-                     get_axes, styled)
+from ._style import PALETTE, as_array, check_labels, get_axes, styled
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_head_split",
            "plot_heatmap", "plot_heatmaps", "plot_mask", "plot_masks"]
@@ -111,8 +110,7 @@ def plot_heatmap(
         cell_text: a text for each cell, written instead of the values.
         ticks_top: column ticks and label above the matrix.
         aspect: ``"auto"`` (fill the axes) or ``"equal"`` (square cells).
-        ax: axes to draw on; a new figure sized to the matrix when
-            ``None``.
+        ax: axes to draw on; a new figure sized to the matrix if ``None``.
 
     Shape:
         values: ``(rows, cols)``; ``cell_text`` the same.
@@ -168,14 +166,13 @@ def plot_heatmaps(
     aspect: Literal["auto", "equal"] = "auto", ncols: int | None = None,
     axes: Sequence[Axes] | None = None,
 ) -> np.ndarray:
-    """Draw several matrices as heatmaps on one colour scale.
+    """Draw several matrices on one colour scale; return their axes.
 
     Row labels and the y axis name go on the first panel of each row.
 
     Args:
         values: a 3-D tensor or array, or a sequence of 2-D matrices.
-        x_labels: one label per column (shared by the panels).
-        y_labels: one label per row (shared by the panels).
+        x_labels, y_labels: one label per column (row), for every panel.
         vmin, vmax: the shared scale's ends; the data's when ``None``.
         colorbar: add one colour bar for all panels.
         ncols: panels per row; up to three in a row, 2 x 2 for four.
@@ -183,9 +180,6 @@ def plot_heatmaps(
 
     Shape:
         values: ``(N, rows, cols)``.
-
-    Returns:
-        The array of axes drawn on, one per matrix.
     """
     if isinstance(values, (torch.Tensor, np.ndarray)):
         mats = list(as_array(values, "values", 3))
@@ -201,10 +195,9 @@ def plot_heatmaps(
     low, high = _limits(np.concatenate([m.ravel() for m in mats]), vmin, vmax)
     for k, (ax, matrix) in enumerate(zip(panels, mats, strict=True)):
         first = k % ncols == 0
-        rows = matrix.shape[0]
-        ys = check_labels(y_labels, rows, "y_labels")
+        ys = check_labels(y_labels, matrix.shape[0], "y_labels")
         plot_heatmap(matrix, x_labels=x_labels,
-                     y_labels=ys if first or ys is None else [""] * rows,
+                     y_labels=ys if first or ys is None else [""] * len(ys),
                      xlabel=xlabel, ylabel=ylabel if first else "",
                      title=names[k] if names else None, cmap=cmap, vmin=low,
                      vmax=high, colorbar=False, cell_lines=cell_lines,
@@ -222,7 +215,6 @@ def plot_attention(weights: torch.Tensor | np.ndarray, *,
     """Draw an attention matrix, one row per query, on a 0..1 scale.
 
     Args:
-        weights: the attention weights (rows are queries).
         vmax: top of the colour scale; the largest weight when ``None``.
         **options: other options of :func:`plot_heatmap`.
 
@@ -242,7 +234,6 @@ def plot_attention_heads(weights: torch.Tensor | np.ndarray, *,
     """Draw the attention weights of several heads on one 0..1 scale.
 
     Args:
-        weights: one attention matrix per head.
         titles: one title per head; ``"head h"`` when ``None``.
         **options: other options of :func:`plot_heatmaps`.
 
@@ -323,12 +314,11 @@ def plot_head_split(seq_len: int, d_model: int, num_heads: int, *,
     """Draw a ``(seq_len, d_model)`` matrix coloured by each feature's head.
 
     Args:
-        seq_len: number of positions (rows).
-        d_model: number of features (columns), divisible by ``num_heads``.
-        num_heads: number of heads.
+        d_model: the number of columns, divisible by ``num_heads``.
     """
     seq_len = check_int("seq_len", seq_len)
-    head_dim = check_divisible("d_model", d_model, "num_heads", num_heads)
+    head_dim = _style.check_divisible("d_model", d_model, "num_heads",
+                                      num_heads)
     ax = get_axes(ax, (min(0.32 * d_model + 1.5, 6.8), 0.32 * seq_len + 1.6))
     for h in range(num_heads):
         left = h * head_dim - 0.5
