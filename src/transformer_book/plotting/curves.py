@@ -102,12 +102,11 @@ def _draw_references(ax: Axes, data: list[Curve], slopes: Sequence[float],
             ax.plot(grid, anchor * (grid / x_min) ** slope, lw=1.0,
                     color=_REFERENCE, ls=DASHES[(k + 1) % len(DASHES)],
                     zorder=2, label=f"slope {slope:g}")
-    for k, (label, value) in enumerate(hlines.items()):
-        dash = DASHES[(k + 1) % len(DASHES)]
-        ax.axhline(value, color=_REFERENCE, ls=dash, lw=1.0, label=label)
-    for k, (label, value) in enumerate(vlines.items()):
-        dash = DASHES[(k + 3) % len(DASHES)]
-        ax.axvline(value, color=_REFERENCE, ls=dash, lw=1.2, label=label)
+    marks = ((ax.axhline, hlines, 1, 1.0), (ax.axvline, vlines, 3, 1.2))
+    for draw, lines, shift, lw in marks:
+        for k, (label, value) in enumerate(lines.items()):
+            dash = DASHES[(k + shift) % len(DASHES)]
+            draw(value, color=_REFERENCE, ls=dash, lw=lw, label=label)
 
 
 @styled

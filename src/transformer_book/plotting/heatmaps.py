@@ -251,14 +251,12 @@ def plot_attention_heads(weights: torch.Tensor | np.ndarray, *,
 def _allowed(mask: object, name: str) -> np.ndarray:
     """1 where a mask lets a query attend, 0 where it blocks."""
     m = torch.as_tensor(np.asarray(mask) if isinstance(mask, list) else mask)
-    if m.dtype == torch.bool:
-        allowed = m
-    elif m.is_floating_point():
+    if m.is_floating_point():
         # A float mask is an additive bias: blocked = -inf or the minimum.
-        allowed = m > torch.finfo(m.dtype).min
-    else:
-        allowed = m != 0
-    return as_array(allowed, name, 2)
+        m = m > torch.finfo(m.dtype).min
+    elif m.dtype != torch.bool:
+        m = m != 0
+    return as_array(m, name, 2)
 
 
 def _mask_legend(ax: Axes) -> None:
