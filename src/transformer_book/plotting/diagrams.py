@@ -360,8 +360,8 @@ def _weight_line(ax: Axes, start: Point, end: Point, weight: float,
 
 def _weight_bar(ax: Axes, x: float, y: float, width: float, height: float,
                 weight: float, y_text: float, **text: Any) -> None:
-    """A weight's bar centred on ``x`` (``"weight"``), its value at
-    ``y_text``."""
+    """A weight's bar centred on ``x``, tagged ``"weight"``, with its value
+    at ``y_text``."""
     _patch(ax, x - width / 2, y, width, height, color=PALETTE[0],
            edge="none", gid="weight")
     _note(ax, x, y_text, f"{weight:.2f}", color=_LINE, **text)
