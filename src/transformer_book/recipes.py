@@ -537,7 +537,7 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
 
     def evaluate(model: Any) -> dict[str, float]:
         device = next(model.parameters()).device
-        correct, total, tokens = 0, 0.0, 0
+        correct, total = 0, 0.0
         for i in range(0, len(test_src), 500):
             ids = data.pad_batch(test_src[i : i + 500], pad, device=device)[0]
             rows = test_tgt[i : i + 500]  # generated: the longest and 2
@@ -548,10 +548,9 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
                                                             strict=True))
             targets = data.pad_batch([[tgt_tok.bos_id] + t for t in rows],
                                      pad, device=device)[0]
-            n = sum(len(t) for t in rows)
-            total += float(loss(model, (ids, targets))) * n
-            tokens += n
-        return {"loss": total / tokens, "exact_match": correct / len(test_src)}
+            total += float(loss(model, (ids, targets))) * sum(map(len, rows))
+        return {"loss": total / sum(map(len, test_tgt)),
+                "exact_match": correct / len(test_src)}
 
     return Recipe(
         name, preset, sizes, config, tgt_tok, batches, loss,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import json
 import math
@@ -209,7 +210,9 @@ def _options(parser: argparse.ArgumentParser,
     args.text = None  # the text of a --data file
     if args.task == "gpt" and args.data not in _DATA["gpt"]:
         args.text = _read_text(parser, args.data)
+    args.checkpoint = None
     if args.out is not None:
+        args.checkpoint = args.out / f"{args.task}.pt"
         _check_out(parser, args)
     return args
 
@@ -231,8 +234,8 @@ def _check_out(parser: argparse.ArgumentParser,
     out = args.out
     if out.exists() and not out.is_dir():
         parser.error(f"--out {out} is a file, not a folder")
-    if args.resume and not (out / f"{args.task}.pt").is_file():
-        parser.error(f"--resume: no checkpoint at {out / args.task}.pt")
+    if args.resume and not args.checkpoint.is_file():
+        parser.error(f"--resume: no checkpoint at {args.checkpoint}")
     try:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
@@ -256,10 +259,9 @@ class _Dist:
 def _setup_distributed(args: argparse.Namespace) -> _Dist:
     """Join the process group when a launcher set ``RANK``/``WORLD_SIZE``."""
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = runtime.device() if args.device is None else args.device
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", local_rank)  # one GPU per process
+    if device.type == "cuda" and device.index is None:  # a GPU per process
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not launched:
@@ -305,12 +307,16 @@ def _recipe(args: argparse.Namespace) -> recipes.Recipe:
                          f"{error}") from error
 
 
-def _resume(args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
-            optimizer: torch.optim.Optimizer, scheduler: Any, checkpoint: Path,
+def _resume(args: argparse.Namespace, model: nn.Module,
+            optimizer: torch.optim.Optimizer, scheduler: Any,
             device: torch.device, extra: dict[str, Any]) -> dict[str, Any]:
     """Load the checkpoint and check that it continues this run (same
     config and data, no more steps than this one); its schedule spans
     this --steps."""
+    checkpoint = args.checkpoint
+    # Loading overwrites the schedule with the saved run's: keep this
+    # run's, as a longer run may continue a shorter one.
+    schedule = copy.copy(scheduler.lr_lambdas[0])
     try:
         state = load_checkpoint(checkpoint, model=model, optimizer=optimizer,
                                 scheduler=scheduler, map_location=device)
@@ -336,10 +342,6 @@ def _resume(args: argparse.Namespace, recipe: recipes.Recipe, model: nn.Module,
     for bad, problem in problems:
         if bad:
             raise UsageError(f"--resume: {problem}")
-    # A longer run may continue a shorter one: its own schedule.
-    schedule = training.WarmupCosine(
-        warmup_steps=recipe.warmup_steps, total_steps=args.steps,
-        min_lr_ratio=recipe.sizes.get("min_lr", 0.0) / recipe.sizes["lr"])
     scheduler.lr_lambdas = [schedule] * len(optimizer.param_groups)
     for group, base in zip(optimizer.param_groups, scheduler.base_lrs,
                            strict=True):
@@ -380,15 +382,11 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
     torch.manual_seed(args.seed + dist.rank)  # dropout differs by rank
     optimizer = recipe.optimizer(model)
     scheduler = recipe.scheduler(optimizer)
-    checkpoint = None if args.out is None else args.out / f"{args.task}.pt"
     # What the checkpoint keeps to check a resume: config and data.
     extra = {"config": dataclasses.asdict(recipe.config),
              "data": recipe.fingerprint}
-    resume = None
-    if args.resume:
-        assert checkpoint is not None
-        resume = _resume(args, recipe, model, optimizer, scheduler,
-                         checkpoint, dist.device, extra)
+    resume = (_resume(args, model, optimizer, scheduler, dist.device, extra)
+              if args.resume else None)
     wrapped: nn.Module = model
     if dist.initialized:  # buffers are constants here: no need to sync
         wrapped = nn.parallel.DistributedDataParallel(
@@ -407,11 +405,11 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
         _batches(recipe, dist, args.accumulate, generator), optimizer,
         max_steps=args.until or args.steps, scheduler=scheduler,
         clip_grad_norm=recipe.sizes["clip_grad_norm"], model=wrapped,
-        checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
         resume=resume, generators=[generator], progress=args.progress,
         description=args.task, tokens_per_batch=tokens, extra=extra,
         accumulate=args.accumulate,
-        tokenizer=None if checkpoint is None else recipe.tokenizer,
+        tokenizer=None if args.out is None else recipe.tokenizer,
         eval_fn=(lambda: recipe.evaluate(model)) if args.eval_every
         else None, eval_every=args.eval_every)
     seconds = time.perf_counter() - started
@@ -459,9 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out is None:
             raise
         if dist.rank == 0:
-            checkpoint = args.out / f"{args.task}.pt"
-            kept = (f"the last good checkpoint is {checkpoint}"
-                    if checkpoint.is_file() else "no checkpoint was saved")
+            kept = (f"the last good checkpoint is {args.checkpoint}"
+                    if args.checkpoint.is_file()
+                    else "no checkpoint was saved")
             print(f"{parser.prog}: error: writing to --out {args.out} failed"
                   f" ({' '.join(str(error).split())}); {kept}",
                   file=sys.stderr)
