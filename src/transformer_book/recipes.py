@@ -40,28 +40,10 @@ from torch import Tensor, nn
 from torch.optim import AdamW, Muon, Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from . import data, runtime
+from . import data, models, runtime, training
 from ._checks import check_choice, check_int, check_number
 from ._io import _lock, load_verified, save_verified
-from .models import (
-    GPT,
-    EncoderConfig,
-    GPTConfig,
-    Seq2SeqTransformer,
-    Seq2SeqTransformerConfig,
-    TransformerEncoderModel,
-    ViT,
-    ViTConfig,
-)
 from .tokenization import CharTokenizer, WordTokenizer
-from .training import (
-    History,
-    Optimizers,
-    accuracy,
-    cross_entropy,
-    fit,
-    warmup_cosine,
-)
 
 __all__ = ["MODELS_ENV_VAR", "NAMES", "PRESETS", "Recipe", "Trained",
            "defaults", "get", "gpt_speedrun", "models_dir", "optimizer",
@@ -171,8 +153,10 @@ class Recipe:
         """A fresh model (its weights drawn after ``manual_seed(seed)``)."""
         if seed is not None:
             torch.manual_seed(seed)
-        build = {GPTConfig: GPT, Seq2SeqTransformerConfig: Seq2SeqTransformer,
-                 EncoderConfig: TransformerEncoderModel, ViTConfig: ViT}
+        build = {models.GPTConfig: models.GPT,
+                 models.Seq2SeqTransformerConfig: models.Seq2SeqTransformer,
+                 models.EncoderConfig: models.TransformerEncoderModel,
+                 models.ViTConfig: models.ViT}
         return build[type(self.config)](self.config)
 
     def optimizer(self, model: nn.Module) -> Optimizer:
@@ -229,14 +213,15 @@ def optimizer(model: nn.Module, sizes: dict[str, Any]) -> Optimizer:
                   foreach=None if fused else True)
     if not muon:
         return adamw
-    return Optimizers(Muon(hidden, lr=s["muon_lr"], weight_decay=0.0), adamw)
+    return training.Optimizers(
+        Muon(hidden, lr=s["muon_lr"], weight_decay=0.0), adamw)
 
 
 def scheduler(optimizer: Optimizer, sizes: dict[str, Any]) -> LambdaLR:
     """Linear warmup over ``sizes["warmup"]`` steps (``None``: a tenth of
     ``sizes["steps"]``), then a cosine decay to ``sizes["min_lr"]`` (0 if
     absent) at ``sizes["steps"]``."""
-    return warmup_cosine(
+    return training.warmup_cosine(
         optimizer, warmup_steps=_warmup_steps(sizes),
         total_steps=sizes["steps"],
         min_lr_ratio=sizes.get("min_lr", 0.0) / sizes["lr"])
@@ -315,7 +300,7 @@ class Trained:
 
     model: nn.Module
     recipe: Recipe
-    history: History
+    history: training.History
     metrics: dict[str, float]
     seconds: float
     snapshots: dict[int, dict[str, Tensor]]
@@ -387,8 +372,9 @@ def trained(name: str, preset: str = "cpu", *, seed: int = 0,
             save_verified(path, state)
     model = recipe.model(seed=None)
     model.load_state_dict(state["model"])
-    return Trained(model.eval(), recipe, History.from_dict(state["history"]),
-                   state["metrics"], state["seconds"], state["snapshots"])
+    history = training.History.from_dict(state["history"])
+    return Trained(model.eval(), recipe, history, state["metrics"],
+                   state["seconds"], state["snapshots"])
 
 
 def _train(recipe: Recipe, seed: int, kept: list[int],
@@ -410,12 +396,13 @@ def _train(recipe: Recipe, seed: int, kept: list[int],
             yield batch
 
     start = time.perf_counter()
-    history = fit(lambda batch: recipe.loss(model, batch), batches(),
-                  optimizer, scheduler=recipe.scheduler(optimizer),
-                  clip_grad_norm=recipe.sizes["clip_grad_norm"],
-                  eval_fn=(lambda: recipe.evaluate(model))
-                  if eval_every else None, eval_every=eval_every,
-                  model=model, progress=progress, description=recipe.name)
+    history = training.fit(
+        lambda batch: recipe.loss(model, batch), batches(), optimizer,
+        scheduler=recipe.scheduler(optimizer),
+        clip_grad_norm=recipe.sizes["clip_grad_norm"],
+        eval_fn=(lambda: recipe.evaluate(model)) if eval_every else None,
+        eval_every=eval_every, model=model, progress=progress,
+        description=recipe.name)
     keep(recipe.sizes["steps"])
     model.eval()
     with torch.no_grad():
@@ -465,9 +452,10 @@ def _gpt(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     train_ids = torch.tensor(tokenizer.encode(train_text))
     valid_ids = torch.tensor(tokenizer.encode(valid_text))
     T, B = sizes["block_size"], sizes["batch_size"]
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, max_seq_len=T,
-                       **_pick(sizes, *_LAYERS, "d_ff", "bias", "activation",
-                               "qk_norm", "tie_weights"))
+    config = models.GPTConfig(
+        vocab_size=tokenizer.vocab_size, max_seq_len=T,
+        **_pick(sizes, *_LAYERS, "d_ff", "bias", "activation", "qk_norm",
+                "tie_weights"))
     valid_x, valid_y = data.every_window(  # (N, T) each; None: all
         valid_ids, T, sizes["valid_windows"])
     count = len(valid_x)
@@ -513,7 +501,7 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
            for _, fr in train_lists]
     test_src = [src_tok.encode(en) for en, _ in test_lists]
     test_tgt = [tgt_tok.encode(fr, eos=True) for _, fr in test_lists]
-    config = Seq2SeqTransformerConfig(
+    config = models.Seq2SeqTransformerConfig(
         src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
         max_seq_len=128, num_encoder_layers=sizes["enc_layers"],
         num_decoder_layers=sizes["dec_layers"], pad_id=pad, norm_first=False,
@@ -532,8 +520,9 @@ def _translation(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     def loss(model: nn.Module, batch: Any) -> Tensor:
         source, target = batch
         logits = model(source, target[:, :-1])  # teacher forcing (B, T, V)
-        return cross_entropy(logits, target[:, 1:], ignore_index=pad,
-                             label_smoothing=sizes["label_smoothing"])
+        return training.cross_entropy(
+            logits, target[:, 1:], ignore_index=pad,
+            label_smoothing=sizes["label_smoothing"])
 
     def evaluate(model: Any) -> dict[str, float]:
         device = next(model.parameters()).device
@@ -577,7 +566,7 @@ def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
     W = sizes["window"]
     stream = torch.tensor(tokenizer.encode(corpus))
     windows = stream[: len(stream) // W * W].view(-1, W)  # (N, W)
-    config = EncoderConfig(
+    config = models.EncoderConfig(
         vocab_size=vocab_size, max_seq_len=max(W, sizes["max_len"]),
         pad_id=tokenizer.pad_id, head="mlm", pool="mean",
         **_pick(sizes, *_LAYERS))
@@ -591,8 +580,8 @@ def _mlm(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         device = next(model.parameters()).device
         hidden, _ = model.encode(inputs.to(device))  # (B, W, d_model)
         chosen = targets.to(device) != -100  # only they carry a loss
-        return cross_entropy(model.head(hidden[chosen]),
-                             targets.to(device)[chosen])
+        return training.cross_entropy(model.head(hidden[chosen]),
+                                      targets.to(device)[chosen])
 
     def batches(generator: torch.Generator) -> Iterator[Tensor]:
         size = sizes["batch_size"]
@@ -632,8 +621,8 @@ def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
         for digit in range(10):
             keep[(train_y == digit).nonzero()[:per_class, 0]] = True
         train_x, train_y = train_x[keep], train_y[keep]
-    config = ViTConfig(image_size=28,
-                       **_pick(sizes, *_LAYERS, "d_ff", "patch_size"))
+    config = models.ViTConfig(
+        image_size=28, **_pick(sizes, *_LAYERS, "d_ff", "patch_size"))
     B = sizes["batch_size"]
 
     def batches(generator: torch.Generator) -> Iterator[Any]:
@@ -646,16 +635,17 @@ def _vit(name: str, preset: str, sizes: dict[str, Any]) -> Recipe:
 
     def loss(model: nn.Module, batch: Any) -> Tensor:
         images, labels = batch
-        return cross_entropy(model(images), labels,
-                             label_smoothing=sizes["label_smoothing"])
+        return training.cross_entropy(
+            model(images), labels, label_smoothing=sizes["label_smoothing"])
 
     def evaluate(model: nn.Module) -> dict[str, float]:
         device = next(model.parameters()).device
         x, y = test_x.to(device), test_y.to(device)
         chunks = [slice(i, i + 1000) for i in range(0, len(x), 1000)]
-        loss = sum(float(cross_entropy(model(x[c]), y[c])) * len(y[c])
+        loss = sum(float(training.cross_entropy(model(x[c]), y[c])) * len(y[c])
                    for c in chunks)
-        return {"loss": loss / len(y), "accuracy": accuracy(model, x, y)}
+        return {"loss": loss / len(y),
+                "accuracy": training.accuracy(model, x, y)}
 
     return Recipe(
         name, preset, sizes, config, None, batches, loss,
