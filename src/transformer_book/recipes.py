@@ -4,9 +4,7 @@ A :class:`Recipe` holds what training one model needs for one preset
 (``"cpu"`` or ``"gpu"``): the sizes and hyperparameters, the model's
 config, the prepared data (and its tokenizer), the batches, the loss and
 the evaluation. The pages, the command line (``python -m
-transformer_book.train``) and ``benchmarks/`` all build from here. A
-recipe's ``sizes`` and ``fingerprint`` (of its data) name a trained model
-uniquely, so a cache of trained models can be keyed on them.
+transformer_book.train``) and ``benchmarks/`` all build from here.
 
 Example:
     >>> import torch
@@ -271,10 +269,8 @@ _SPEEDRUN: dict[str, dict[str, Any]] = {
 def gpt_speedrun(preset: str = "cpu", **overrides: Any) -> Recipe:
     """The GPT recipe of ``get("gpt", preset)`` with the speedrun's changes.
 
-    Muon for the blocks' matrices, QK-norm, ReLU² feed-forwards, an
-    untied head, with a larger batch, a higher rate and a cosine decay
-    to zero at step 300 (cpu), each measured in ``book/beyond/speedrun.md``
-    and ``benchmarks/gpt_char.py``.
+    Muon for the blocks' matrices, QK-norm, ReLU² feed-forwards and an
+    untied head (``book/beyond/speedrun.md``).
 
     Args:
         preset: one of :data:`PRESETS`.
@@ -335,8 +331,7 @@ def trained(name: str, preset: str = "cpu", *, seed: int = 0,
     :func:`~transformer_book.runtime.device` and saves the result in
     :func:`models_dir`, keyed by the recipe's sizes and data, the seed,
     the snapshots, the evaluations and the package's source; later calls,
-    in any process, load it. Two processes asking at once train it once:
-    the second waits for the first.
+    in any process, load it (a second concurrent call waits).
 
     Args:
         name: one of :data:`NAMES`.

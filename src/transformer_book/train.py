@@ -16,13 +16,10 @@ saved beside the target's) and ``vit`` (MNIST 5k or Fashion-MNIST).
 Data parallel: under ``torchrun`` (or any launcher that sets ``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``) each process joins the
 process group (``nccl`` on CUDA, ``gloo`` on the CPU), wraps the model in
-``DistributedDataParallel`` and trains on its own share of every global
-batch: ``--batch-size`` is the global batch, the same whatever the number
-of processes. Each process draws the whole global batch from a generator
-seeded by ``--seed`` and keeps its rows; each share's loss is weighted by
-what it counts of the global batch (tokens, images), so the averaged
-gradients are those of one process on the whole batch. Only rank 0 shows
-progress, writes ``--out`` and prints the result.
+``DistributedDataParallel`` and trains on its share of every global
+batch (``--batch-size``, whatever the number of processes), weighted so
+that the averaged gradients are those of one process on the whole batch.
+Only rank 0 shows progress, writes ``--out`` and prints the result.
 
 The last line printed is JSON: ``{"step", "loss", "val_loss",
 "world_size", "seconds", "tokens_per_s"}``: the last step's training loss
@@ -174,8 +171,7 @@ def _options(parser: argparse.ArgumentParser,
              argv: Sequence[str] | None) -> argparse.Namespace:
     """Parsed and checked options; the recipe's sizes fill the rest.
 
-    Every check that needs no data and no process group is here; each
-    failure is ``parser.error`` (the usage line, one error line, exit 2).
+    Every check that needs no data and no process group is here.
     """
     args = parser.parse_args(argv)
     args.preset = args.preset or _book.preset()
@@ -354,9 +350,9 @@ def _batches(recipe: recipes.Recipe, dist: _Dist, accumulate: int,
     """Each step's global batch, cut into this rank's micro-batches.
 
     Every rank draws the whole global batch from the same generator. A
-    micro-batch's mean loss is scaled by its share of what the global
-    batch's mean averages over, times the ranks and micro-batches that
-    DDP and ``fit`` average over, so the gradients are the whole batch's.
+    micro-batch's mean loss is weighted by its share of the global batch
+    (tokens, images), times the ranks and micro-batches that DDP and
+    ``fit`` average over, so the gradients are the whole batch's.
     """
     shards = _shard(recipe.sizes["batch_size"], dist, accumulate)
     factor = dist.world_size * accumulate
@@ -432,17 +428,14 @@ def _run(args: argparse.Namespace, dist: _Dist) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status.
 
-    A usage error (a bad flag, path, device, data file or resume) exits
-    through ``parser.error``: the usage line and one error line naming the
-    flag on standard error, ``SystemExit(2)``, before the first step.
+    A usage error exits through ``parser.error`` (``SystemExit(2)``)
+    before the first step.
 
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        0 on success; 1 when writing ``--out`` failed during the run (one
-        line on standard error that says where the last good checkpoint
-        is).
+        0 on success; 1 when writing ``--out`` failed during the run.
     """
     parser = build_parser()
     args = _options(parser, argv)

@@ -314,11 +314,8 @@ def _split_output(output: Any) -> tuple[Tensor, dict[str, float]]:
 
 
 def _autocast(autocast: bool | None, optimizer: Optimizer) -> Any:
-    """bf16 autocast on the parameters' device, or no context.
-
-    ``None`` turns it on only on CUDA, where bfloat16 is fast everywhere;
-    bfloat16 keeps float32's range, so no loss scaling is needed.
-    """
+    """bf16 autocast on the parameters' device (``None``: on CUDA only),
+    or no context; bfloat16 keeps float32's range: no loss scaling."""
     params = [p for g in optimizer.param_groups for p in g["params"]]
     device_type = params[0].device.type if params else "cpu"
     enabled = device_type == "cuda" if autocast is None else autocast
@@ -494,9 +491,9 @@ class _Loop:
     def start_epoch(self) -> tuple[Any, Iterator[Any]]:
         """This epoch's batches and an iterator over those not yet done.
 
-        After a mid-epoch resume, the generator states saved when the
-        epoch began are restored to draw the same order again, the done
-        batches are skipped, and the current states are put back.
+        After a mid-epoch resume, the epoch's saved generator states redraw
+        the same order, the done batches are skipped, and the current
+        states are put back.
         """
         at, skip = self.at, self.at.batch_in_epoch
         if skip:
