@@ -81,6 +81,9 @@ from jupyter_cache.executors.basic import (
 READER = {"name": "myst_nb_md", "type": "plugin"}
 #: The pages shown by the report, slowest first.
 SLOWEST = 5
+# transformer_book.recipes.MODELS_ENV_VAR, spelled out: importing recipes
+# would import torch (tests/test_execution_cache.py checks they agree).
+MODELS_ENV_VAR = "TRANSFORMER_BOOK_MODELS"
 
 
 def toc_pages(root: Path) -> list[Path]:
@@ -460,8 +463,8 @@ def main() -> int:
                      if use_file.exists() else {}, page_names()))
         return 0
 
-    # After the report, which does without torch.
-    from transformer_book import data, recipes
+    # After the report. torch is imported only where it is needed: to look
+    # for a GPU when BOOK_PRESET is unset, and to seed the data cache.
     from transformer_book._book import DATA_LOG_ENV_VAR, SMOKE_ENV_VAR
     from transformer_book._book import preset as book_preset
     from transformer_book._book import smoke as book_smoke
@@ -483,6 +486,8 @@ def main() -> int:
     toc = toc_pages(root)
     names = page_names()
     if args.seed_data is not None:
+        from transformer_book import data
+
         try:
             seeded = data.seed_cache(args.seed_data)
         except (OSError, ValueError) as error:
@@ -503,7 +508,7 @@ def main() -> int:
     kernels = os.cpu_count() or 1
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # Models that several pages train (recipes.trained), once per build.
-    os.environ.setdefault(recipes.MODELS_ENV_VAR, str(build / "models"))
+    os.environ.setdefault(MODELS_ENV_VAR, str(build / "models"))
     threads = int(os.environ['OMP_NUM_THREADS'])
     print(f"{threads} compute thread{'s' if threads != 1 else ''} per page")
 

@@ -314,3 +314,10 @@ def test_the_cache_trims_only_when_asked(tmp_path):
     assert len(cache.list_cache_records()) == 3  # over the limit, kept
     cache.trim()
     assert [r.uri for r in cache.list_cache_records()] == ["page2.md"]
+
+
+def test_models_folder_variable_is_the_recipes_one():
+    """The script names recipes' variable without importing torch."""
+    from transformer_book import recipes
+
+    assert execute_pages.MODELS_ENV_VAR == recipes.MODELS_ENV_VAR

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import torch
-
 __all__ = ["DATA_LOG_ENV_VAR", "PAGE_ENV_VAR", "PRESETS", "PRESET_ENV_VAR",
            "SIZES_SUFFIX", "SMOKE_ENV_VAR", "Sizes", "logs_use", "preset",
            "read_sizes", "sizes", "smoke", "trained_gpt"]
@@ -55,14 +53,21 @@ def preset() -> str:
     A smoke run is always ``"gpu"``: it runs that branch where no GPU is.
     """
     raw = os.environ.get(PRESET_ENV_VAR, "")
-    gpu = smoke() or torch.cuda.is_available()
-    value = raw.strip().lower() or ("gpu" if gpu else "cpu")
+    value = raw.strip().lower() or ("gpu" if smoke() or _cuda() else "cpu")
     allowed = ("gpu",) if smoke() else PRESETS
     if value not in allowed:
         why = f" ({SMOKE_ENV_VAR} runs it; unset one)" if smoke() else ""
         raise ValueError(f"{PRESET_ENV_VAR}={raw!r} is not a preset: expected "
                          f"one of {', '.join(map(repr, allowed))}{why}")
     return value
+
+
+def _cuda() -> bool:
+    # torch only here: the build scripts import this module, and a named
+    # preset spares them the seconds its import takes.
+    import torch
+
+    return torch.cuda.is_available()
 
 
 class Sizes(dict[str, Any]):
@@ -118,6 +123,8 @@ def sizes(page: str, folder: str | Path = ".") -> Sizes:
     """
     table = read_sizes(Path(folder) / f"{page}{SIZES_SUFFIX}")
     if "threads" in table:
+        import torch
+
         torch.set_num_threads(table["threads"])
     capped = table.get("smoke", {}) if smoke() else {}
     result = Sizes(table[preset()], **capped)
