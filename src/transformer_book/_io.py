@@ -52,9 +52,7 @@ def _remove_stale(path: Path, suffix: str) -> None:
     pattern = re.compile(
         re.escape(f".{path.name}.") + "[0-9a-f]{12}" + re.escape(suffix))
     with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
-        for entry in entries:
-            if not pattern.fullmatch(entry.name):
-                continue
+        for entry in (e for e in entries if pattern.fullmatch(e.name)):
             with contextlib.suppress(OSError):
                 fd = os.open(entry.path, os.O_RDWR)
                 try:
@@ -86,14 +84,14 @@ def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
         # Another write's cleanup may remove the file before it is locked.
-        named = _lock(fd, wait=True) and _stat(tmp)
-        if named and os.path.samestat(os.fstat(fd), named):
-            break
+        with contextlib.suppress(FileNotFoundError):
+            locked = _lock(fd, wait=True)
+            if locked and os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                break
         os.close(fd)  # pragma: no cover - a race of microseconds
     try:
-        mode = _stat(path)
-        if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode.st_mode))
+        with contextlib.suppress(FileNotFoundError):  # a new file
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -104,13 +102,6 @@ def atomic_open(path: Path, suffix: str = ".tmp") -> Iterator[BinaryIO]:
             os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -186,8 +186,7 @@ def python_docs_split(valid_fraction: float = 0.1) -> tuple[str, str]:
     text = python_docs_text()
     cut = int(round(len(text) * (1.0 - valid_fraction)))
     newline = text.find("\n", cut)
-    if newline != -1:
-        cut = newline
+    cut = cut if newline == -1 else newline
     return text[:cut], text[cut:]
 
 
@@ -254,9 +253,7 @@ def number_words(lang: str = "en", start: int = 0, stop: int = 100_000, *,
     """
     _check_language("lang", lang)
     start = check_int("start", start, minimum=0)
-    stop = check_int("stop", stop, minimum=None)
-    if stop <= start:
-        raise ValueError(f"stop={stop} must be greater than start={start}")
+    stop = check_int("stop", stop, minimum=start + 1)  # not empty
     if lang == "digits":
         return [str(n) for n in range(start, stop)]
     directory = _cache(cache_dir)
@@ -317,8 +314,8 @@ def number_pairs(
         for lang in (src, tgt))
     numbers = list(range(start, stop))
     random.Random(seed).shuffle(numbers)
-    n_test = int(round(test_fraction * len(numbers)))
-    n_valid = int(round(valid_fraction * len(numbers)))
+    n_test, n_valid = (round(f * len(numbers))
+                       for f in (test_fraction, valid_fraction))
     test, valid = numbers[:n_test], numbers[n_test : n_test + n_valid]
     train = numbers[n_test + n_valid :]
 
@@ -342,10 +339,11 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _copy_verified(body: Any, out: Any, expected: str, source: Any, of: str,
-                   after: str) -> None:
-    """Copy ``body`` into ``out``; raise ``ValueError`` naming ``source``
-    unless the sha256 of the copy is ``expected`` (``of`` says of what)."""
+def _copy_verified(body: Any, out: Any, expected: str, source: Any,
+                   after: str, *, gunzip: bool = False) -> None:
+    """Copy ``body`` (gunzipped if asked) into ``out``; raise ``ValueError``
+    naming ``source`` unless the sha256 of the copy is ``expected``."""
+    body = gzip.GzipFile(fileobj=body, mode="rb") if gunzip else body
     digest = hashlib.sha256()
     try:
         for block in iter(lambda: body.read(1 << 20), b""):
@@ -355,7 +353,7 @@ def _copy_verified(body: Any, out: Any, expected: str, source: Any, of: str,
         # Only a gzip layer raises these: a bad or cut-off body.
         raise ValueError(f"{source} is not a complete gzip file "
                          f"({error}){after}") from error
-    actual = digest.hexdigest()
+    actual, of = digest.hexdigest(), " of the decompressed bytes" * gunzip
     if actual != expected:
         raise ValueError(f"checksum mismatch for {source}: expected "
                          f"sha256={expected}{of}, got {actual}{after}")
@@ -393,10 +391,9 @@ def download(url: str, sha256: str, *, filename: str | None = None,
         return target
     with atomic_open(target, suffix=".part") as out:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = (gzip.GzipFile(fileobj=response, mode="rb") if decompress
-                    else response)
-            _copy_verified(body, out, expected, url, "",
-                           "; the downloaded file was removed")
+            _copy_verified(response, out, expected, url,
+                           "; the downloaded file was removed",
+                           gunzip=decompress)
     return target
 
 
@@ -418,7 +415,7 @@ def tiny_shakespeare(*,
     _copy_verified(io.BytesIO(_embedded_tiny_shakespeare()), text,
                    TINY_SHAKESPEARE_SHA256,
                    f"the embedded {TINY_SHAKESPEARE_FILE}",
-                   " of the decompressed text", "; reinstall transformer-book")
+                   "; reinstall transformer-book")
     return text.getvalue().decode("utf-8")
 
 
@@ -533,11 +530,10 @@ def _fashion_mnist_file(name: str,
     for folder in (FASHION_MNIST_DEBIAN_DIR, directory):
         for path in (folder / name, folder / f"{name}.gz"):
             if path.is_file():
-                opener: Any = gzip.open if path.suffix == ".gz" else open
                 raw = io.BytesIO()
-                with opener(path, "rb") as body:
+                with open(path, "rb") as body:
                     _copy_verified(body, raw, FASHION_MNIST_SHA256[name],
-                                   path, f" of the decompressed {name}", "")
+                                   path, "", gunzip=path.suffix == ".gz")
                 return raw.getvalue()
     path = download(f"{FASHION_MNIST_BASE_URL}{name}.gz",
                     FASHION_MNIST_SHA256[name], filename=name,
@@ -740,12 +736,11 @@ def seed_cache(directory: str | os.PathLike[str], *,
             report[name] = "absent"
         else:
             gunzip = found[0].suffix == ".gz" and not name.endswith(".gz")
-            opener: Any = gzip.open if gunzip else open
-            of = " of the decompressed file" if gunzip else " of the file"
             with (atomic_open(target, suffix=".part") as out,
-                  opener(found[0], "rb") as body):
-                _copy_verified(body, out, expected, found[0], of,
-                               f"; nothing was written to {target}")
+                  open(found[0], "rb") as body):
+                _copy_verified(body, out, expected, found[0],
+                               f"; nothing was written to {target}",
+                               gunzip=gunzip)
             report[name] = "copied"
     return report
 
