@@ -106,13 +106,13 @@ def _like(tensor: Tensor) -> dict[str, Any]:
 def _chosen(model: nn.Module,
             targets: Collection[str] | None) -> dict[str, nn.Linear]:
     """The linear layers of ``model`` to wrap, by module path."""
-    if targets is None:
-        blocks = [(name, m) for name, m in model.named_modules()
-                  if isinstance(m, (MultiHeadAttention, FeedForward))]
-        found = {f"{name}.{child_name}".lstrip("."): child
-                 for name, block in blocks
-                 for child_name, child in block.named_children()
-                 if isinstance(child, nn.Linear)}
+    linears = {name: m for name, m in model.named_modules()
+               if isinstance(m, nn.Linear)}
+    if targets is None:  # the direct children of the blocks
+        blocks = {name for name, m in model.named_modules()
+                  if isinstance(m, (MultiHeadAttention, FeedForward))}
+        found = {path: m for path, m in linears.items()
+                 if path.rpartition(".")[0] in blocks}
         if not found:
             raise ValueError("model has no nn.Linear inside a "
                              "MultiHeadAttention or FeedForward module")
@@ -127,8 +127,6 @@ def _chosen(model: nn.Module,
     if not names:
         raise ValueError("targets is empty; None wraps every attention and "
                          "feed-forward linear layer")
-    linears = {name: m for name, m in model.named_modules()
-               if isinstance(m, nn.Linear)}
     found = {}
     for target in names:
         hits = {path: m for path, m in linears.items()

@@ -138,11 +138,9 @@ def merge_masks(*masks: Tensor | None) -> Tensor | None:
         return reduce(torch.logical_and, present)
     floats = (m.dtype for m in present if m.dtype.is_floating_point)
     dtype = reduce(torch.promote_types, floats)
-    merged = mask_to_bias(present[0], dtype)
-    for m in present[1:]:
-        merged = merged + mask_to_bias(m, dtype)
-        merged = merged.clamp_min(torch.finfo(dtype).min)
-    return merged
+    low = torch.finfo(dtype).min
+    biases = (mask_to_bias(m, dtype) for m in present)
+    return reduce(lambda a, b: (a + b).clamp_min(low), biases)
 
 
 def _allowed(mask: Tensor) -> Tensor:

@@ -31,20 +31,14 @@ _Pair = tuple[Tensor, Tensor]
 _Params = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
 
 
-def _pair(state: Any, names: str) -> tuple[Any, Any]:
-    if state is None:  # an LSTM state (h, c), or None for zeros
-        return None, None
-    h, c = check_instance(
-        "state", state, (tuple, list), f"a pair {names} of tensors or None")
-    return h, c
-
-
 class _Recurrent(nn.Module):
     """What cells and layers share: sizes, init, checks, ``from_torch``."""
 
     _torch_twin: type = nn.Module
     #: Gate blocks stacked in each weight (1 RNN, 4 LSTM, 3 GRU).
     num_chunks: int = 1
+    #: Tensors in the recurrent state (2: the LSTM's ``(h, c)``).
+    num_states: int = 1
     #: Whether ``forward`` checks its inputs (off inside a checked model).
     check_inputs: bool = True
 
@@ -102,11 +96,18 @@ class _Recurrent(nn.Module):
                 param.copy_(getattr(module, name))
         return ours.train(module.training)
 
-    def _prepare(self, input: Any, states: list[Any], names: list[str],
+    def _prepare(self, input: Any, state: Any, t: str = "",
                  lead: tuple[int, ...] = ()
                 ) -> tuple[Tensor, list[Tensor], bool]:
-        """Checked, batched ``input`` and ``states`` (``(*lead, B, H)``,
-        zeros for ``None``), and whether the input was unbatched."""
+        """Checked, batched ``input`` and state tensors (``h{t}``, or an
+        LSTM's ``(h{t}, c{t})``; ``(*lead, B, H)``, zeros for ``None``),
+        and whether the input was unbatched."""
+        states, names = [state], [f"h{t}"]
+        if self.num_states == 2:  # a pair (h, c), or None for zeros
+            names = [f"state[0] (h{t})", f"state[1] (c{t})"]
+            states = [None, None] if state is None else [*check_instance(
+                "state", state, (tuple, list),
+                f"a pair (h{t}, c{t}) of tensors or None")]
         ndim = 2 + len(lead)  # a layer's input has a time axis
         if self.check_inputs:
             weight = next(self.parameters())
@@ -237,7 +238,7 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, h: Tensor | None = None) -> Tensor:
-        x, (h,), unbatched = self._prepare(input, [h], ["h"])
+        x, (h,), unbatched = self._prepare(input, h)
         h = rnn_cell_step(x, h, *self._weights(), self.nonlinearity)
         return h.squeeze(0) if unbatched else h  # (H,) unbatched
 
@@ -246,14 +247,12 @@ class LSTMCell(RNNCellBase):
     """LSTM cell with a forget gate, equal to ``nn.LSTMCell``; the state
     is ``(h, c)``. See :func:`lstm_cell_step`."""
 
-    num_chunks = 4
+    num_chunks, num_states = 4, 2
     _torch_twin = nn.LSTMCell
 
     def forward(self, input: Tensor, state: _Pair | None = None) -> _Pair:
-        names = ["state[0] (h)", "state[1] (c)"]
-        x, state_, unbatched = self._prepare(input, [*_pair(state, "(h, c)")],
-                                             names)
-        h, c = lstm_cell_step(x, (state_[0], state_[1]), *self._weights())
+        x, (h, c), unbatched = self._prepare(input, state)
+        h, c = lstm_cell_step(x, (h, c), *self._weights())
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -265,6 +264,6 @@ class GRUCell(RNNCellBase):
     _torch_twin = nn.GRUCell
 
     def forward(self, input: Tensor, h: Tensor | None = None) -> Tensor:
-        x, (h,), unbatched = self._prepare(input, [h], ["h"])
+        x, (h,), unbatched = self._prepare(input, h)
         h = gru_cell_step(x, h, *self._weights())
         return h.squeeze(0) if unbatched else h  # (H,) unbatched

@@ -19,7 +19,6 @@ from .._checks import check_bool, check_choice, check_int, check_probability
 from .cells import (
     _NONLINEARITIES,
     _Pair,
-    _pair,
     _Params,
     _Recurrent,
     gru_cell_step,
@@ -46,8 +45,6 @@ class RNNBase(_Recurrent, abc.ABC):
         zeros when ``None``; output ``(B, T, D H)``, the top layer.
     """
 
-    #: Tensors in the recurrent state (2 for the LSTM).
-    num_states: int = 1
     _torch_twin: type = nn.RNNBase
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
@@ -89,25 +86,22 @@ class RNNBase(_Recurrent, abc.ABC):
     ) -> tuple[Tensor, Tensor | _Pair]:
         """Run over a sequence: ``(output, h_n)``; an LSTM's state is the
         pair ``(h, c)``, so it returns ``(output, (h_n, c_n))``."""
+        output, states = self._run(input, state)
         if self.num_states == 1:
-            output, (h_n,) = self._run(input, [state], ["h0"])
-            return output, h_n
-        names = ["state[0] (h0)", "state[1] (c0)"]
-        output, (h_n, c_n) = self._run(
-            input, [*_pair(state, "(h0, c0)")], names)
-        return output, (h_n, c_n)
+            return output, states[0]
+        return output, (states[0], states[1])
 
     @abc.abstractmethod
     def _step(
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor, ...]: ...
 
-    def _run(self, input: Tensor, states: list[Any],
-             names: list[str]) -> tuple[Tensor, list[Tensor]]:
+    def _run(self, input: Tensor,
+             state: Any) -> tuple[Tensor, list[Tensor]]:
         """Every layer over every step: the top layer's outputs
         ``(B, T, D H)`` and the final states, each ``(L D, B, H)``."""
         lead = (self.num_layers * self.num_directions,)
-        x, states, unbatched = self._prepare(input, states, names, lead)
+        x, states, unbatched = self._prepare(input, state, "0", lead)
         if x.size(1) == 0:
             raise ValueError("input has no time steps (T=0)")
         T, finals = x.size(1), []
@@ -163,8 +157,7 @@ class LSTM(RNNBase):
     2000), equal to ``nn.LSTM`` without projections; the state is
     ``(h, c)``. Each layer runs :func:`lstm_cell_step`."""
 
-    num_chunks = 4
-    num_states = 2
+    num_chunks, num_states = 4, 2
     _torch_twin = nn.LSTM
 
     def _step(self, x: Tensor, state: tuple[Tensor, ...],
