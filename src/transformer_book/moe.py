@@ -39,12 +39,10 @@ class MoEFeedForward(nn.Module):
 
     After each forward, ``aux_loss`` holds the load-balancing loss of
     Switch Transformers (Fedus et al., 2022, eq. 4),
-    :math:`E \sum_i f_i P_i`: :math:`f_i` is the fraction of the
-    token-to-expert assignments that go to expert :math:`i`, :math:`P_i`
-    the mean over tokens of the router's softmax over all experts. It is
-    1 when both are uniform, :math:`E` when every token goes, surely, to
-    one expert; only :math:`P` carries gradients. ``expert_index`` holds
-    the experts each token went to.
+    :math:`E \sum_i f_i P_i`: :math:`f_i` is the fraction of assignments
+    to expert :math:`i`, :math:`P_i` the router's mean softmax for it
+    (which alone carries gradients); ``expert_index`` the experts each
+    token went to.
 
     Args:
         d_ff: hidden width of each expert (a ``FeedForward``).
@@ -110,15 +108,12 @@ def replace_feed_forward(model: _M, num_experts: int, top_k: int, *,
     sublayer of ``model``'s :class:`~transformer_book.transformer.Residual`
     blocks, with its activation, biases, device and dtype.
 
-    The new layers are freshly initialised (PyTorch's default); call the
-    model's ``reset_parameters`` to start them as its own init does.
+    The new layers have PyTorch's default init (the model's
+    ``reset_parameters`` applies its own).
 
     Args:
         d_ff: each expert's hidden width; ``None`` keeps the replaced
             network's.
-
-    Returns:
-        The model itself, changed in place.
     """
     check_instance("model", model, nn.Module)
     found = [m for m in model.modules() if isinstance(m, Residual)

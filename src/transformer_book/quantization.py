@@ -33,11 +33,7 @@ class Int8Linear(nn.Module):
 
     (:math:`s_i = 1` for a zero row), so that
     :math:`|W_{ij} - s_i Q_{ij}| \le s_i / 2`. Only the weight is
-    quantized: inputs, bias and arithmetic stay in the scale's float dtype.
-    Build one from a trained layer with :meth:`from_linear`.
-
-    Args:
-        dtype: the float dtype of the scales, the bias and the computation.
+    quantized; ``dtype`` is that of the scales, bias and arithmetic.
 
     Shape:
         - x: ``(..., in_features)``; returns ``(..., out_features)``.
@@ -98,15 +94,10 @@ class Int8Linear(nn.Module):
 def quantize_int8(model: nn.Module) -> nn.Module:
     """Replace every ``nn.Linear`` in ``model`` by an :class:`Int8Linear`.
 
-    The replacement is in place. A linear layer whose weight is shared
-    with another module (an output layer tied to the embedding) stays
-    float, so the shared weight is neither quantized nor broken; so do
-    embeddings, norms and :class:`~transformer_book.heads.LMHead`, which
-    are not ``nn.Linear``.
-
-    Returns:
-        ``model``; a new :class:`Int8Linear` when ``model`` is itself an
-        ``nn.Linear``.
+    The replacement is in place (an ``nn.Linear`` itself gives its new
+    :class:`Int8Linear`). A linear layer whose weight is shared (an output
+    layer tied to the embedding) stays float, as does everything that is
+    not an ``nn.Linear``, :class:`~transformer_book.heads.LMHead` included.
     """
     check_instance("model", model, nn.Module, "an nn.Module")
     if isinstance(model, nn.Linear):

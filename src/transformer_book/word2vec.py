@@ -248,7 +248,6 @@ def nearest_neighbours(embeddings: Tensor, query: int | Tensor, k: int = 5, *,
     Args:
         embeddings: the vectors, shape ``(V, D)``.
         query: a row index (left out of the answer) or a vector ``(D,)``.
-        k: how many neighbours.
         exclude: more row indices to leave out.
     """
     k = check_int("k", k)
@@ -268,7 +267,6 @@ def analogy(embeddings: Tensor, a: int, b: int, c: int, k: int = 1, *,
 
     Args:
         embeddings: the vectors, shape ``(V, D)``.
-        k: how many candidates, best first.
         exclude: more row indices to leave out (``a``, ``b``, ``c`` are).
     """
     emb = F.normalize(check_tensor("embeddings", embeddings, ndim=2)

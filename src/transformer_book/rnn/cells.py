@@ -221,13 +221,8 @@ class RNNCellBase(_Recurrent):
 
 
 class RNNCell(RNNCellBase):
-    r"""Elman RNN cell (Elman, 1990), equal to ``nn.RNNCell``:
-    :math:`h' = \phi(W_{ih} x + b_{ih} + W_{hh} h + b_{hh})`.
-
-    Args:
-        nonlinearity: :math:`\phi`, ``"tanh"`` or ``"relu"``; the others
-            as in :class:`RNNCellBase`.
-    """
+    """Elman RNN cell (Elman, 1990), equal to ``nn.RNNCell``; see
+    :func:`rnn_cell_step` (``nonlinearity``: ``"tanh"`` or ``"relu"``)."""
 
     _torch_twin = nn.RNNCell
 
