@@ -472,13 +472,9 @@ def _mnist_5k_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     # The legacy RandomState's stream is frozen across NumPy versions, so
     # the split is the same everywhere: 100 test images of each digit.
     rng = np.random.RandomState(0)
-    train, test = [], []
-    for digit in range(10):
-        members = rng.permutation(np.flatnonzero(labels == digit))
-        test.append(members[:100])
-        train.append(members[100:])
-    train_idx = rng.permutation(np.concatenate(train))
-    test_idx = rng.permutation(np.concatenate(test))
+    digits = [rng.permutation(np.flatnonzero(labels == d)) for d in range(10)]
+    train_idx = rng.permutation(np.concatenate([m[100:] for m in digits]))
+    test_idx = rng.permutation(np.concatenate([m[:100] for m in digits]))
     images = pixels.reshape(-1, 1, 28, 28)  # (5000, 784) -> (5000, 1, 28, 28)
     return (images[train_idx], labels[train_idx],
             images[test_idx], labels[test_idx])
