@@ -96,8 +96,7 @@ class RNNBase(_Recurrent, abc.ABC):
         self, x: Tensor, state: tuple[Tensor, ...], params: _Params
     ) -> tuple[Tensor, ...]: ...
 
-    def _run(self, input: Tensor,
-             state: Any) -> tuple[Tensor, list[Tensor]]:
+    def _run(self, input: Tensor, state: Any) -> tuple[Tensor, list[Tensor]]:
         """Every layer over every step: the top layer's outputs
         ``(B, T, D H)`` and the final states, each ``(L D, B, H)``."""
         lead = (self.num_layers * self.num_directions,)
