@@ -147,3 +147,17 @@ def test_bad_input():
         apply_lora(nn.Sequential(nn.Linear(2, 2)), rank=1, alpha=1)
     with pytest.raises(ValueError, match="no LoRALinear"):
         merge(_gpt())
+
+
+def test_targets_are_wrapped_in_the_model_s_order_whatever_their_order():
+    """A set of names wraps (and so initialises) layers in one order."""
+    def wrapped(targets):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+        model[0].q_proj, model[1].v_proj = nn.Linear(4, 4), nn.Linear(4, 4)
+        apply_lora(model, rank=2, alpha=2.0, targets=targets)
+        return model.state_dict()
+
+    one, two = wrapped(["q_proj", "v_proj"]), wrapped(["v_proj", "q_proj"])
+    assert list(one) == list(two)
+    assert all(torch.equal(one[k], two[k]) for k in one)

@@ -125,15 +125,17 @@ def _chosen(model: nn.Module,
     if not names:
         raise ValueError("targets is empty; None wraps every attention and "
                          "feed-forward linear layer")
-    found = {}
+    def named(path: str, target: str) -> bool:
+        return path == target or path.endswith(f".{target}")
+
     for target in names:
-        hits = {path: m for path, m in linears.items()
-                if path == target or path.endswith(f".{target}")}
-        if not hits:
+        if not any(named(path, target) for path in linears):
             raise ValueError(f"targets={target!r} names no nn.Linear of "
                              f"model (e.g. {', '.join(list(linears)[:3])})")
-        found.update(hits)
-    return found
+    # In the model's order, whatever the order of targets (a set's order
+    # changes from run to run, and so would the layers' random init).
+    return {path: m for path, m in linears.items()
+            if any(named(path, t) for t in names)}
 
 
 def apply_lora(model: nn.Module, rank: int, alpha: float,
