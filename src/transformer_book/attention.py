@@ -214,15 +214,11 @@ def check_cache(cache: Any, num_layers: int) -> tuple[int, int]:
     if isinstance(cache, KVCache) or not all(
         isinstance(layer, KVCache) for layer in cache
     ):
-        raise TypeError(
-            "cache must be a sequence of KVCache, one per layer (from "
-            "make_cache())"
-        )
+        raise TypeError("cache must be a sequence of KVCache, one per layer "
+                        "(from make_cache())")
     if len(cache) != num_layers:
-        raise ValueError(
-            f"cache has {len(cache)} entries, expected one per layer "
-            f"(num_layers={num_layers})"
-        )
+        raise ValueError(f"cache has {len(cache)} entries, expected one per "
+                         f"layer (num_layers={num_layers})")
     return cache[0].offset, len(cache[0])
 
 
@@ -294,10 +290,9 @@ class MultiHeadAttention(nn.Module):
             check_instance("rotary", rotary, RotaryEmbedding,
                            "a RotaryEmbedding (forward(x, *, offset))")
             if rotary.head_dim != self.head_dim:
-                raise ValueError(
-                    f"rotary has head_dim={rotary.head_dim}, expected "
-                    f"head_dim={self.head_dim} (d_model // num_heads)"
-                )
+                raise ValueError(f"rotary has head_dim={rotary.head_dim}, "
+                                 f"expected head_dim={self.head_dim} "
+                                 "(d_model // num_heads)")
         self.rotary = rotary
         self.reset_parameters()
 
@@ -497,8 +492,7 @@ def flash_attention(
     _check_qkv(q, k, v, None)
     is_causal = check_bool("is_causal", is_causal)
     block_size = check_int("block_size", block_size)
-    out: Tensor = _FlashAttention.apply(q, k, v, is_causal, block_size)
-    return out
+    return _FlashAttention.apply(q, k, v, is_causal, block_size)
 
 
 def _key_blocks(i: int, kv_len: int, is_causal: bool, block: int) -> range:

@@ -26,7 +26,7 @@ from .._checks import (
 )
 from .._io import load_verified
 from ..attention import KVCache, MultiHeadAttention, check_cache
-from ..decoding import generate
+from ..decoding import _eval_mode, generate
 from ..feedforward import ACTIVATIONS, FeedForward
 from ..heads import IGNORE_INDEX, LMHead
 from ..norm import LayerNorm
@@ -80,9 +80,8 @@ class GPTConfig:
         rope = "positional='rope'" if self.positional == "rope" else ""
         check_sizes(self, "vocab_size", "max_seq_len", "num_layers",
                     rotary=rope)
-        check_bool("bias", self.bias)
-        check_bool("tie_weights", self.tie_weights)
-        check_bool("qk_norm", self.qk_norm)
+        for flag in ("bias", "tie_weights", "qk_norm"):
+            check_bool(flag, getattr(self, flag))
         check_choice("activation", self.activation, ACTIVATIONS)
         if self.num_kv_heads is not None:
             check_int("num_kv_heads", self.num_kv_heads)
@@ -174,8 +173,8 @@ class GPT(nn.Module):
         if self.position_embedding is not None:
             x = self.position_embedding(x, offset=offset)
         x = self.dropout(x)
-        for i, block in enumerate(self.blocks):
-            layer_cache = None if cache is None else cache[i]
+        caches = [None] * c.num_layers if cache is None else cache
+        for block, layer_cache in zip(self.blocks, caches, strict=True):
             x = block(x, is_causal=True, cache=layer_cache)
         logits = self.lm_head(self.final_norm(x))  # (B, T, vocab_size)
         if targets is None:
@@ -223,15 +222,9 @@ class GPT(nn.Module):
                 return self(tokens[:, -c.max_seq_len :])[0][:, -1]
             return self._cached_step(tokens, cache)
 
-        was_training = self.training
-        self.eval()
-        try:
-            return generate(
-                step, idx, max_new_tokens, temperature=temperature,
-                top_k=top_k, top_p=top_p, generator=generator,
-            )
-        finally:
-            self.train(was_training)
+        with _eval_mode(self):
+            return generate(step, idx, max_new_tokens, temperature=temperature,
+                            top_k=top_k, top_p=top_p, generator=generator)
 
     def _cached_step(self, tokens: Tensor, cache: list[KVCache]) -> Tensor:
         """Last-position logits ``(B, V)``, feeding what the cache lacks."""
@@ -258,21 +251,18 @@ class GPT(nn.Module):
         if saved is not None:
             saved = GPTConfig(**saved)
             if config not in (None, saved):
-                raise ValueError(
-                    f"{path} was saved with {saved}, not {config}"
-                )
+                raise ValueError(f"{path} was saved with {saved}, "
+                                 f"not {config}")
         config = saved or config
         if config is None:
-            raise ValueError(
-                f"{path} holds no GPT config (extra['config']); pass config="
-            )
+            raise ValueError(f"{path} holds no GPT config "
+                             "(extra['config']); pass config=")
         model = cls(config)
         try:
             model.load_state_dict(state["model"])
         except (RuntimeError, KeyError, TypeError) as err:
-            raise ValueError(
-                f"the weights in {path} do not fit {config}: {err!r}"
-            ) from err
+            raise ValueError(f"the weights in {path} do not fit {config}: "
+                             f"{err!r}") from err
         return model.eval()
 
 
@@ -280,10 +270,8 @@ def _check_targets(targets: Any, idx: Tensor, vocab_size: int) -> Tensor:
     """``targets`` like ``idx``: ids, or ``-100`` where no loss is wanted."""
     check_integer_tensor("targets", targets, "integer ids", ndim=2)
     if targets.shape != idx.shape:
-        raise ValueError(
-            f"targets has shape {tuple(targets.shape)}, expected "
-            f"{tuple(idx.shape)} like idx"
-        )
+        raise ValueError(f"targets has shape {tuple(targets.shape)}, "
+                         f"expected {tuple(idx.shape)} like idx")
     # -100 marks "no loss"; the other ids must be in the vocabulary.
     kept = targets.masked_fill(targets == IGNORE_INDEX, 0)
     check_id_tensor("targets (where not -100)", kept, vocab_size)
