@@ -159,8 +159,7 @@ class EncoderLayer(_Layer):
         """Raise unless :meth:`forward` takes these inputs."""
         self._attention("self_attn").check(
             x, x, x, attn_mask, is_causal=is_causal, cache=cache,
-            names=(names[0], names[0], names[0], names[1]),
-        )
+            names=(names[0], names[0], names[0], names[1]))
 
 
 
@@ -203,10 +202,9 @@ class DecoderLayer(_Layer):
         x_, m_ = names
         self._attention("self_attn").check(
             x, x, x, tgt_mask, is_causal=is_causal, cache=cache,
-            names=(x_, x_, x_, "tgt_mask"),
-        )
-        self._attention("cross_attn").check(x, memory, memory, memory_mask,
-                                       names=(x_, m_, m_, "memory_mask"))
+            names=(x_, x_, x_, "tgt_mask"))
+        self._attention("cross_attn").check(
+            x, memory, memory, memory_mask, names=(x_, m_, m_, "memory_mask"))
 
 
 
@@ -271,8 +269,8 @@ class _Stack(nn.Module, Generic[_L]):
                         eps=eps, bias=bias, **options)
             for _ in range(num_layers)
         )
-        if final_norm is None:  # pre-LN leaves the residual stream as is
-            final_norm = norm_first
+        # Pre-LN leaves the residual stream as is: a final norm by default.
+        final_norm = norm_first if final_norm is None else final_norm
         self.norm = LayerNorm(
             d_model, eps=eps, bias=bias, device=options.get("device"),
             dtype=options.get("dtype"),

@@ -48,14 +48,12 @@ def sinusoidal_encoding(
         returns ``(max_seq_len, d_model)``; row ``p`` encodes position ``p``.
     """
     check_int("max_seq_len", max_seq_len)
-    dtype = check_float_dtype("dtype", dtype)
     freqs = sinusoidal_frequencies(d_model, base=base, dtype=torch.float64)
     positions = torch.arange(max_seq_len, dtype=torch.float64)
     angles = positions[:, None] * freqs  # (max_seq_len, d_model / 2)
-    table = torch.stack((angles.sin(), angles.cos()), dim=-1)
     # (max_seq_len, d_model / 2, 2) -> (max_seq_len, d_model): interleaved
-    table = table.reshape(max_seq_len, d_model)
-    return table.to(dtype=dtype, device=device)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)
+    return table.to(dtype=check_float_dtype("dtype", dtype), device=device)
 
 
 def sinusoidal_shift_matrix(offset: float, d_model: int, *,
@@ -69,13 +67,11 @@ def sinusoidal_shift_matrix(offset: float, d_model: int, *,
         returns ``(d_model, d_model)``.
     """
     offset = check_number("offset", offset)
-    dtype = check_float_dtype("dtype", dtype)
     freqs = sinusoidal_frequencies(d_model, base=base, dtype=torch.float64)
     cos, sin = (offset * freqs).cos(), (offset * freqs).sin()
-    blocks = torch.stack(
-        (torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2
-    )  # (d_model / 2, 2, 2)
-    return torch.block_diag(*blocks).to(dtype)
+    rows = torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)
+    blocks = torch.stack(rows, -2)  # (d_model / 2, 2, 2)
+    return torch.block_diag(*blocks).to(check_float_dtype("dtype", dtype))
 
 
 class _AddedPositions(nn.Module):

@@ -63,11 +63,10 @@ def alibi_bias(num_heads: int, q_len: int, kv_len: int | None = None, *,
         returns ``(num_heads, q_len, kv_len)``.
     """
     slopes = alibi_slopes(num_heads)[:, None, None]  # (H, 1, 1)
-    dtype = check_float_dtype("dtype", dtype)
     distance = _relative_positions(q_len, kv_len, q_offset).abs()
     # 0 - x rather than -x: the diagonal is +0.0, not -0.0.
     bias = 0.0 - slopes * distance.double()  # (H, q_len, kv_len)
-    return bias.to(dtype=dtype, device=device)
+    return bias.to(dtype=check_float_dtype("dtype", dtype), device=device)
 
 
 def relative_position_bucket(relative_position: Tensor, *,

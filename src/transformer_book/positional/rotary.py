@@ -91,12 +91,11 @@ def rotary_matrix(position: float, head_dim: int, *, base: float = 10000.0,
     """
     check_even("head_dim", head_dim, why=_PAIRS)
     position = check_number("position", position)
-    dtype = check_float_dtype("dtype", dtype)
     # The sinusoidal shift rotates each pair by the same angles the other
     # way round.
     shift = sinusoidal_shift_matrix(position, head_dim, base=base,
                                     dtype=torch.float64)
-    return shift.T.to(dtype).contiguous()
+    return shift.T.to(check_float_dtype("dtype", dtype)).contiguous()
 
 
 class RotaryEmbedding(nn.Module):

@@ -26,9 +26,8 @@ def sincos2d_encoding(grid_size: int, d_model: int, *, base: float = 10000.0,
     if check_int("d_model", d_model) % 4:
         raise ValueError(f"d_model={d_model} must be divisible by 4 for 2-D "
                          "sine-cosine positions (a sin and a cos per axis)")
-    half = sinusoidal_encoding(
-        grid_size, d_model // 2, base=base, dtype=dtype, device=device
-    )  # (grid_size, d_model / 2)
+    half = sinusoidal_encoding(grid_size, d_model // 2, base=base,
+                               dtype=dtype, device=device)  # (grid, D / 2)
     shape = (grid_size, grid_size, d_model // 2)
     rows = half[:, None].expand(shape)  # (grid, grid, d_model / 2)
     cols = half[None, :].expand(shape)
