@@ -412,9 +412,8 @@ class MultiHeadAttention(nn.Module):
         """Copy an ``nn.MultiheadAttention`` (batch-first or not: the copy
         is batch-first), on its device and dtype, with its dropout."""
         check_twin(module, nn.MultiheadAttention, lambda m: {
-            f"kdim={m.kdim}, vdim={m.vdim} != embed_dim": (
-                not m._qkv_same_embed_dim
-            ),
+            f"kdim={m.kdim}, vdim={m.vdim} != embed_dim":
+                not m._qkv_same_embed_dim,
             "add_bias_kv=True": m.bias_k is not None,
             "add_zero_attn=True": m.add_zero_attn,
         })

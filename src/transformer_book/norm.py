@@ -50,11 +50,10 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
-        factory: dict[str, Any] = {"device": device,
-                                   "dtype": check_float_dtype("dtype", dtype)}
-        self.weight = nn.Parameter(torch.ones(d_model, **factory))
+        self.weight = nn.Parameter(torch.ones(
+            d_model, device=device, dtype=check_float_dtype("dtype", dtype)))
         if check_bool("bias", bias):
-            self.bias = nn.Parameter(torch.zeros(d_model, **factory))
+            self.bias = nn.Parameter(torch.zeros_like(self.weight))
         else:
             self.register_parameter("bias", None)
 
@@ -108,12 +107,10 @@ class RMSNorm(nn.Module):
     ) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
-        if eps is not None:
-            eps = check_number("eps", eps, minimum=0.0, min_inclusive=False)
-        self.eps = eps
-        factory: dict[str, Any] = {"device": device,
-                                   "dtype": check_float_dtype("dtype", dtype)}
-        self.weight = nn.Parameter(torch.ones(d_model, **factory))
+        self.eps = None if eps is None else check_number(
+            "eps", eps, minimum=0.0, min_inclusive=False)
+        self.weight = nn.Parameter(torch.ones(
+            d_model, device=device, dtype=check_float_dtype("dtype", dtype)))
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
@@ -135,9 +132,8 @@ class RMSNorm(nn.Module):
 def _copy_norm(cls: type[_Norm], module: Any, twin: type) -> _Norm:
     """``cls`` with the ``eps``, weight (and bias) of ``module``."""
     check_twin(module, twin, lambda m: {
-        f"normalized_shape={tuple(m.normalized_shape)} (one dim only)": (
-            len(m.normalized_shape) != 1
-        ),
+        f"normalized_shape={tuple(m.normalized_shape)} (one dim only)":
+            len(m.normalized_shape) != 1,
         "elementwise_affine=False": not m.elementwise_affine,
     })
     # nn.LayerNorm may lack its bias; nn.RMSNorm has none.

@@ -254,10 +254,8 @@ class Seq2SeqTransformer(nn.Module):
             n = tokens.shape[0]
             mem = memory.expand(n, -1, -1)  # (n, S, D)
             keep = src_keep.expand(n, -1, -1, -1)  # (n, 1, 1, S)
-            if cache is None:  # the whole prefix again
-                return self.decode(tokens, mem, keep)[:, -1]
-            seen = cache[0].offset
-            if parents is not None and seen:  # follow the beams
+            seen = cache[0].offset if cache else 0  # uncached: all again
+            if cache and parents is not None and seen:  # follow the beams
                 cache[:] = [_select(layer, parents) for layer in cache]
             return self.decode(tokens[:, seen:], mem, keep, cache=cache)[:, -1]
 
