@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
@@ -78,25 +79,21 @@ class _Layer(nn.Module):
         self.d_model, self.num_heads = d_model, num_heads
         self.norm_first = check_bool("norm_first", norm_first)
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        attn: dict[str, Any] = {"dropout": dropout, "bias": bias, **factory}
+        attention = partial(MultiHeadAttention, d_model, num_heads,
+                            dropout=dropout, bias=bias, **factory)
 
         def residual(sublayer: nn.Module) -> Residual:
             norm = LayerNorm(d_model, eps=eps, bias=bias, **factory)
             return Residual(norm, sublayer, norm_first, dropout=dropout)
 
         # Built in this order: the order of the random initialisation.
-        self.self_attn = residual(MultiHeadAttention(
-            d_model, num_heads, num_kv_heads=num_kv_heads, rotary=rotary,
-            qk_norm=qk_norm, **attn,
-        ))
+        self.self_attn = residual(attention(
+            num_kv_heads=num_kv_heads, rotary=rotary, qk_norm=qk_norm))
         if self._cross:  # rotary positions: in the self-attention only
-            self.cross_attn = residual(
-                MultiHeadAttention(d_model, num_heads, **attn)
-            )
+            self.cross_attn = residual(attention())
         self.feed_forward = residual(FeedForward(
-            d_model, d_ff, dropout=dropout, activation=activation,
-            bias=bias, **factory,
-        ))
+            d_model, d_ff, dropout=dropout, activation=activation, bias=bias,
+            **factory))
         skip_inner_checks(self)
 
     def _attention(self, name: str) -> MultiHeadAttention:

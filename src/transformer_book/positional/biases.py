@@ -92,9 +92,8 @@ def relative_position_bucket(relative_position: Tensor, *,
     bucket = (rel > 0).long() * half if bidirectional else 0 * rel
     distance = rel.abs() if bidirectional else (-rel).clamp_min(0)
     # float32, as in T5's code, so that edges fall where its weights expect.
-    log_ratio = torch.log(
-        distance.clamp_min(max_exact).float() / max_exact
-    ) / math.log(max_distance / max_exact)
+    ratio = distance.clamp_min(max_exact).float() / max_exact
+    log_ratio = torch.log(ratio) / math.log(max_distance / max_exact)
     large = max_exact + (log_ratio * (half - max_exact)).long()
     large = large.clamp_max(half - 1)
     return bucket + torch.where(distance < max_exact, distance, large)
