@@ -234,10 +234,9 @@ class MultiHeadAttention(nn.Module):
     Initialised as ``nn.MultiheadAttention``. ``rotary`` rotates queries
     and keys by their positions (RoPE, Su et al., 2021). Set ``fused =
     False`` on an instance for the written-out path. With ``G =
-    num_kv_heads < H`` heads of keys and values, query head ``h`` reads
-    key/value head ``h // (H // G)``: multi-query attention for ``G = 1``
-    (Shazeer, 2019), grouped-query attention otherwise (Ainslie et al.,
-    2023), as ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
+    num_kv_heads < H``, query head ``h`` reads key/value head ``h // (H //
+    G)``: multi-query attention for ``G = 1`` (Shazeer, 2019), else
+    grouped-query attention (Ainslie et al., 2023).
 
     Args:
         num_heads: number of heads of ``head_dim = d_model // num_heads``.
@@ -245,9 +244,8 @@ class MultiHeadAttention(nn.Module):
             ``None`` means ``num_heads``.
         dropout: dropout on the attention weights (training mode only).
         rotary: ``None`` or a ``RotaryEmbedding`` of ``head_dim``.
-        qk_norm: RMS-normalise each head's queries and keys (no gain)
-            before the dot product (QK-norm; Henry et al., 2020), which
-            bounds the attention logits by ``sqrt(head_dim)``.
+        qk_norm: RMS-normalise each head's queries and keys (no gain;
+            QK-norm, Henry et al., 2020): logits ``<= sqrt(head_dim)``.
 
     Shape:
         query: ``(B, q_len, d_model)``; key, value: ``(B, kv_len,
@@ -332,8 +330,7 @@ class MultiHeadAttention(nn.Module):
             query: the sequence that asks.
             key, value: the sequence looked up and the one averaged;
                 ``query`` and ``key`` when ``None`` (self-attention).
-            attn_mask: ``None``, a boolean mask (``True`` = may attend) or
-                a float bias, broadcasting to ``(B, H, q_len, kv_len)``.
+            attn_mask: as :func:`scaled_dot_product_attention`'s.
             is_causal: apply a causal mask, merged with ``attn_mask``; with
                 a cache, aligned so that the queries are the last keys.
             cache: a :class:`KVCache` for self-attention while decoding;

@@ -263,14 +263,12 @@ def speculative_generate(
     :meth:`GPT.generate <transformer_book.models.gpt.GPT.generate>` does.
 
     Args:
-        target: the model sampled from, called as ``target(idx)`` and
-            returning ``(logits, loss)`` like
-            :class:`~transformer_book.models.gpt.GPT`.
+        target: the model sampled from, returning ``(logits, loss)`` from
+            ``target(idx)`` as :class:`~transformer_book.models.gpt.GPT`.
         draft: a cheaper model of the same kind, on the same vocabulary.
         k: the draft tokens proposed per target call, ``>= 1``.
         temperature: :math:`T \ge 0`, of both models; ``0`` is greedy.
-        stats: if a list, the number of draft tokens accepted at each
-            target call is appended to it.
+        stats: a list that gets each target call's count of accepted tokens.
 
     Shape:
         - idx: ``(1, T)``, ``T >= 1``; returns a new int64 tensor

@@ -37,7 +37,6 @@ class FeedForward(nn.Module):
 
     Args:
         d_ff: hidden width (of each SwiGLU branch: no 2/3 rescaling).
-        dropout: dropout probability on the hidden activations.
         activation: ``"relu"``, ``"gelu"`` (exact, erf-based),
             ``"relu2"`` (ReLU squared, So et al., 2021) or ``"swiglu"``.
 

@@ -125,9 +125,7 @@ class EncoderLayer(_Layer):
         norm_first: pre-LN when ``True``, post-LN when ``False``.
         bias: whether the linear maps and the norms have biases.
         rotary: ``None`` or a rotary embedding for the self-attention.
-        num_kv_heads: key/value heads of the self-attention (grouped-query
-            attention); ``None`` means ``num_heads``.
-        qk_norm: QK-norm in the self-attention (see
+        num_kv_heads, qk_norm: of the self-attention (see
             :class:`~transformer_book.attention.MultiHeadAttention`).
 
     Shape:

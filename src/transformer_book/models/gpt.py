@@ -52,10 +52,9 @@ class GPTConfig:
         positional: ``"learned"`` (a table added to the embeddings, GPT-2)
             or ``"rope"`` (rotary queries and keys, Su et al., 2021).
         tie_weights: the LM head reuses the token-embedding matrix.
-        num_kv_heads: heads of keys and values, dividing ``num_heads``:
-            1 is multi-query attention (Shazeer, 2019), fewer than
-            ``num_heads`` grouped-query (Ainslie et al., 2023); ``None``
-            means ``num_heads``.
+        num_kv_heads: key/value heads, dividing ``num_heads``: 1 is
+            multi-query attention (Shazeer, 2019), fewer grouped-query
+            (Ainslie et al., 2023); ``None`` means ``num_heads``.
         activation: the feed-forward's, ``"gelu"`` (GPT-2), ``"relu"``,
             ``"relu2"`` or ``"swiglu"``.
         qk_norm: RMS-normalise queries and keys per head (QK-norm).
@@ -129,10 +128,8 @@ class GPT(nn.Module):
         self.config = c = check_config(config, GPTConfig)
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         learned = c.positional == "learned"
-        self.position_embedding = (
-            LearnedPositionalEmbedding(c.d_model, c.max_seq_len)
-            if learned else None
-        )
+        self.position_embedding = LearnedPositionalEmbedding(
+            c.d_model, c.max_seq_len) if learned else None
         # RoPE: one parameter-free module, shared by every block.
         rotary = None if learned else RotaryEmbedding(c.head_dim)
         self.dropout = nn.Dropout(c.dropout)

@@ -170,9 +170,8 @@ class ViT(nn.Module):
         self.config = c = check_config(config, ViTConfig)
         self.patch_embedding = PatchEmbedding(c.image_size, c.patch_size,
                                               c.in_channels, c.d_model)
-        self.cls_token = None
-        if c.pool == "cls":
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, c.d_model))
+        self.cls_token = nn.Parameter(
+            torch.zeros(1, 1, c.d_model)) if c.pool == "cls" else None
         table = torch.zeros(c.num_tokens, c.d_model)  # [CLS] first
         if c.positional == "learned":
             self.position_embedding = nn.Parameter(table)

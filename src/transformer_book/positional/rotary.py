@@ -102,11 +102,8 @@ class RotaryEmbedding(nn.Module):
     """:func:`apply_rotary` as a module, for ``MultiHeadAttention(rotary=)``.
 
     No parameters and no buffer: a buffer would be rounded by
-    ``model.half()``, and long positions would lose their angles.
-
-    Shape:
-        - x: ``(B, H, T, head_dim)`` or ``(B, T, head_dim)``.
-        - returns the shape of ``x``.
+    ``model.half()``, and long positions would lose their angles. Shapes
+    as :func:`apply_rotary`'s.
     """
 
     check_inputs = True  # off inside a model, which checks at entry
