@@ -296,10 +296,8 @@ class Encoder(_Stack[EncoderLayer]):
     the function of ``nn.TransformerEncoder``.
 
     Args:
-        num_layers: number of layers; the other arguments as
-            :class:`EncoderLayer`'s.
-        final_norm: a LayerNorm after the last layer; ``None`` means
-            exactly when ``norm_first``.
+        num_layers: number of layers; the others as :class:`EncoderLayer`'s.
+        final_norm: a LayerNorm after the last layer (``None``: if pre-LN).
 
     Shape:
         x: ``(B, T, d_model)``; attn_mask broadcasts to ``(B, H, T, T)``;

@@ -122,12 +122,10 @@ class SinusoidalPositionalEncoding(_AddedPositions):
 class LearnedPositionalEmbedding(_AddedPositions):
     """``dropout(x + E[offset : offset + T])`` with a trained table E (GPT-2).
 
+    Shapes as :class:`SinusoidalPositionalEncoding`'s.
+
     Args:
         init_std: the table starts ``~ N(0, init_std^2)``.
-
-    Shape:
-        - x: ``(B, T, d_model)`` with ``offset + T <= max_seq_len``.
-        - returns ``(B, T, d_model)``.
     """
 
     def __init__(self, d_model: int, max_seq_len: int, *, dropout: float = 0.0,
