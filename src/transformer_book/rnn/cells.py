@@ -37,7 +37,7 @@ class _Recurrent(nn.Module):
     _torch_twin: type = nn.Module
     #: Gate blocks stacked in each weight (1 RNN, 4 LSTM, 3 GRU).
     num_chunks: int = 1
-    #: Tensors in the recurrent state (2: the LSTM's ``(h, c)``).
+    #: Tensors in the recurrent state (2 for the LSTM's ``(h, c)``).
     num_states: int = 1
     #: Whether ``forward`` checks its inputs (off inside a checked model).
     check_inputs: bool = True
