@@ -104,3 +104,17 @@ def test_bad_arguments_are_named(models, kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         recipes.trained("vit", "cpu", **{**SMALL, **kwargs})
     assert not list(models.glob("*.pt"))
+
+
+def test_fit_trains_like_trained_without_the_cache(models):
+    """An ablation's variant trains as trained() would, and saves nothing."""
+    cached = recipes.trained("gpt", "cpu", seed=1, valid_windows=4, **SMALL)
+    files = sorted(models.iterdir())
+    fitted = recipes.fit(recipes.get("gpt", "cpu", valid_windows=4, **SMALL),
+                         seed=1)
+    assert sorted(models.iterdir()) == files
+    assert fitted.metrics == cached.metrics
+    assert fitted.history.losses == cached.history.losses
+    assert not fitted.model.training
+    with pytest.raises(ValueError, match="seed"):
+        recipes.fit(fitted.recipe, seed=-1)

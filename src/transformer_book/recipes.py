@@ -44,8 +44,8 @@ from ._io import _lock, load_verified, save_verified
 from .tokenization import CharTokenizer, WordTokenizer
 
 __all__ = ["MODELS_ENV_VAR", "NAMES", "PRESETS", "Recipe", "Trained",
-           "defaults", "get", "gpt_speedrun", "models_dir", "optimizer",
-           "scheduler", "trained"]
+           "defaults", "fit", "get", "gpt_speedrun", "models_dir",
+           "optimizer", "scheduler", "trained"]
 
 #: The presets, ``cpu`` (a laptop, minutes) and ``gpu`` (bigger models).
 PRESETS = ("cpu", "gpu")
@@ -365,6 +365,19 @@ def trained(name: str, preset: str = "cpu", *, seed: int = 0,
         except (FileNotFoundError, ValueError):  # absent or damaged
             state = _train(recipe, seed, kept, eval_every, progress)
             save_verified(path, state)
+    return _trained(recipe, state)
+
+
+def fit(recipe: Recipe, seed: int = 0, *, eval_every: int | None = None,
+        progress: bool = False) -> Trained:
+    """Train ``recipe``'s model from ``seed`` once, with no cache: what
+    :func:`trained` does on a miss, for a recipe built by :func:`get` or
+    :func:`gpt_speedrun` (an ablation's variants, say)."""
+    seed = check_int("seed", seed, minimum=0)
+    return _trained(recipe, _train(recipe, seed, [], eval_every, progress))
+
+
+def _trained(recipe: Recipe, state: dict[str, Any]) -> Trained:
     model = recipe.model(seed=None)
     model.load_state_dict(state["model"])
     history = training.History.from_dict(state["history"])
